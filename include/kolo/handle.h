@@ -1,0 +1,51 @@
+// kolo/handle.h — the work handle returned by every asynchronous collective.
+//
+// A Handle refers to one collective in flight. Waiting on it:
+//   - synchronize(h) blocks until the collective finished on this rank; if it failed it
+//     throws kolo::Error whose message names the tensor, the ranks involved and the cause.
+//   - poll(h) returns true once it finished (successfully or not) and never blocks.
+//   - h.wait_for(timeout) waits at most `timeout`; returns false if still running.
+// Errors cannot be lost: a failed handle that is destroyed without anyone having looked
+// at its result (synchronize, status()) prints the error to stderr.
+//
+// Ownership: Handles are cheap shared references; copies refer to the same collective.
+// Thread safety: all members may be called from any thread, concurrently.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "kolo/status.h"
+#include "kolo/tensor.h"
+
+namespace kolo {
+
+namespace detail {
+struct HandleState;
+}
+
+class [[nodiscard]] Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<detail::HandleState> s) : state_(std::move(s)) {}
+
+  bool valid() const { return state_ != nullptr; }
+  // True once the collective has completed (ok or failed).
+  bool done() const;
+  // Blocks until done; returns the outcome without throwing.
+  const Status& status() const;
+  // Blocks at most `timeout`; true when done.
+  bool wait_for(std::chrono::milliseconds timeout) const;
+  // Allgather only: the gathered tensor (blocks until done; throws on failure).
+  const Tensor& gathered() const;
+
+ private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+// Blocks until `h` completes; throws kolo::Error if the collective failed.
+void synchronize(const Handle& h);
+// Non-blocking completion check.
+bool poll(const Handle& h);
+
+}  // namespace kolo

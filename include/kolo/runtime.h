@@ -1,0 +1,31 @@
+// kolo/runtime.h — starting and stopping kolo, and where this process sits in the job.
+//
+// init() initialises MPI if the program has not (then shutdown() finalises it), reads the
+// KOLO_* environment (a malformed value throws kolo::Error naming the variable and the
+// accepted form), and starts the one coordinator thread of this process. It is idempotent.
+// After init() returns, only kolo's coordinator thread calls MPI on kolo's communicators;
+// the program may still use MPI itself on its own communicators (kolo asks for
+// MPI_THREAD_MULTIPLE).
+//
+// shutdown() stops the coordinator on every rank: collectives still pending anywhere fail
+// with a message saying which rank shut down. Called automatically at exit if forgotten.
+//
+// Thread safety: rank()/size()/... may be called from any thread after init(). init() and
+// shutdown() must not race with each other.
+#pragma once
+
+namespace kolo {
+
+void init();
+void init(int* argc, char*** argv);
+void shutdown();
+bool is_initialized();
+
+int rank();        // 0 .. size()-1 in the job
+int size();        // number of ranks in the job
+int local_rank();  // rank among the processes on this host
+int local_size();  // processes on this host
+int cross_rank();  // index of this host among hosts (rank of the local leader's group)
+int cross_size();  // number of hosts
+
+}  // namespace kolo

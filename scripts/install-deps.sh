@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kolo needs to build, test and train, when they are missing.
+# Safe to run repeatedly: it does nothing when every package is already present.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config
+      openmpi-bin libopenmpi-dev libeigen3-dev catch2 zlib1g-dev
+      libcli11-dev nlohmann-json3-dev dataset-fashion-mnist)
+# Optional extras (plots, the PyTorch baseline) are installed by the bench scripts that use them.
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
