@@ -52,6 +52,7 @@ void Coordinator::loop() {
   const auto max_sleep = microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000.0));
   while (running_) {
     bool activity = false;
+    const auto cycle_start = Clock::now();
     Status s = topo_.rank == 0 ? root_cycle(&activity) : worker_cycle(&activity);
     if (!s.is_ok()) {
       KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
@@ -61,6 +62,9 @@ void Coordinator::loop() {
     if (!running_) break;
     const auto now = Clock::now();
     if (activity) {
+      active_cycles_.fetch_add(1, std::memory_order_relaxed);
+      active_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - cycle_start).count(),
+                           std::memory_order_relaxed);
       last_activity = now;
       continue;
     }
@@ -235,11 +239,31 @@ void Coordinator::execute_one(const Response& r) {
         break;
       }
     }
+    const auto t0 = Clock::now();
     s = chosen ? chosen->execute(r, entries)
                : Status::invalid_argument("\"" + r.names[0] + "\": no executor runs " + device_name(r.device) +
                                           " tensors in this build");
+    execution_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                            std::memory_order_relaxed);
+    collectives_.fetch_add(1, std::memory_order_relaxed);
   }
+  tensors_.fetch_add(entries.size(), std::memory_order_relaxed);
   for (auto& e : entries) e.handle->complete(s);
+}
+
+}  // namespace kolo
+
+namespace kolo {
+
+RuntimeStats Coordinator::stats() const {
+  RuntimeStats st;
+  st.active_cycles = active_cycles_.load();
+  st.collectives = collectives_.load();
+  st.tensors = tensors_.load();
+  const double exec = static_cast<double>(execution_ns_.load()) * 1e-9;
+  st.execution_seconds = exec;
+  st.coordination_seconds = static_cast<double>(active_ns_.load()) * 1e-9 - exec;
+  return st;
 }
 
 }  // namespace kolo

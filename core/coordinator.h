@@ -20,6 +20,7 @@
 #include "core/config.h"
 #include "core/negotiation.h"
 #include "core/tensor_queue.h"
+#include "kolo/runtime.h"
 
 namespace kolo {
 
@@ -32,6 +33,7 @@ class Coordinator {
   void request_shutdown();
   void join();
   bool running() const { return running_.load(); }
+  RuntimeStats stats() const;
 
  private:
   void loop();
@@ -55,6 +57,10 @@ class Coordinator {
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
   bool shutdown_sent_ = false;
+
+  // Written by the coordinator thread, read by stats() from any thread.
+  std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};
+  std::atomic<int64_t> active_ns_{0}, execution_ns_{0};
 
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};

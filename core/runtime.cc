@@ -110,6 +110,12 @@ int local_size() { return runtime().topo.local_size; }
 int cross_rank() { return runtime().topo.cross_rank; }
 int cross_size() { return runtime().topo.cross_size; }
 
+RuntimeStats runtime_stats() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_runtime || !g_runtime->coordinator) return {};
+  return g_runtime->coordinator->stats();
+}
+
 Handle allreduce_async(const TensorView& tensor, const std::string& name, const AllreduceOptions& o) {
   Request q;
   q.kind = OpKind::kAllreduce;
