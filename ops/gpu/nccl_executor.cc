@@ -87,7 +87,9 @@ Status NcclExecutor::ensure_comm(int device) {
   KOLO_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_comm_), "MPI_Allreduce"));
   if (!all_ok) return fail(local.is_ok() ? Status::communication("NCCL setup failed on another rank") : local);
   KOLO_RETURN_IF_ERROR(mpi_status(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_comm_), "MPI_Bcast(ncclUniqueId)"));
-  local = KOLO_NCCL_STATUS(ncclCommInitRank(&comm_, size_, id, rank_));
+  ncclComm_t comm = nullptr;
+  local = KOLO_NCCL_STATUS(ncclCommInitRank(&comm, size_, id, rank_));
+  if (local.is_ok()) comm_ = comm;  // on failure NCCL promises nothing about `comm`
   ok = local.is_ok() ? 1 : 0;
   KOLO_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_comm_), "MPI_Allreduce"));
   if (!all_ok) return fail(local.is_ok() ? Status::communication("ncclCommInitRank failed on another rank") : local);

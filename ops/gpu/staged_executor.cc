@@ -42,8 +42,10 @@ Status StagedExecutor::copy(std::vector<TensorEntry>& entries, const std::vector
     TensorView& v = entries[i].view;
     cudaStream_t s = nullptr;
     KOLO_RETURN_IF_ERROR(stream_for(v.device.id, &s));
+    // Also before writing: a broadcast's non-root ranks only copy in, and must not race the
+    // producer's pending writes to the same memory.
+    if (v.ready_event) KOLO_CUDA_RETURN(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(v.ready_event), 0));
     if (dir == Direction::kToHost) {
-      if (v.ready_event) KOLO_CUDA_RETURN(cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(v.ready_event), 0));
       KOLO_CUDA_RETURN(cudaMemcpyAsync(host + offsets[i], v.data, v.num_bytes(), cudaMemcpyDeviceToHost, s));
     } else {
       KOLO_CUDA_RETURN(cudaMemcpyAsync(v.data, host + offsets[i], v.num_bytes(), cudaMemcpyHostToDevice, s));

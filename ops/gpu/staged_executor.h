@@ -42,8 +42,7 @@ class StagedExecutor final : public Executor {
  private:
   enum class Direction { kToHost, kToDevice };
   // Copies each entry's bytes between its device memory and staging at `offsets[i]`, on
-  // the entry's device stream (waiting for its ready_event first when going to the host),
-  // then waits for all of them.
+  // the entry's device stream after its ready_event, then waits for all of them.
   Status copy(std::vector<TensorEntry>& entries, const std::vector<size_t>& offsets, Direction dir);
   Status stream_for(int device, cudaStream_t* out);
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
