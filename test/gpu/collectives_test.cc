@@ -2,10 +2,12 @@
 // rank makes its data from (seed, rank, index), so each computes the expected result alone.
 // Which executor runs them (NCCL or host-staged) is KOLO_GPU_OPERATIONS's choice.
 #include <catch2/catch.hpp>
+#include <mpi.h>
 
 #include <cstring>
 
 #include "kolo/kolo.h"
+#include "ops/gpu/nccl_executor.h"
 #include "test/gpu/gpu_test_util.h"
 #include "test/mpi/mpi_test_util.h"
 
@@ -169,4 +171,42 @@ TEST_CASE("allgather of GPU tensors with a different first dimension per rank", 
   size_t at = 0;
   for (int r = 0; r < size(); ++r)
     for (int64_t i = 0; i < (r + 1) * cols; ++i, ++at) REQUIRE(out.data<float>()[at] == r * 1000 + static_cast<float>(i));
+}
+
+TEST_CASE("NcclExecutor building blocks: reduce-scatter and allreduce of a device buffer", "[gpu]") {
+  // A communicator of its own (on a duplicate of MPI_COMM_WORLD), beside kolo's. NCCL needs a
+  // GPU per rank; where ranks share one, this part has nothing to test.
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  int crowded = local_size() > gpus ? 1 : 0, any_crowded = 0;
+  MPI_Allreduce(&crowded, &any_crowded, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any_crowded) {
+    WARN("ranks share a GPU: NCCL building blocks not tested");
+    return;
+  }
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  {
+    ops::gpu::NcclExecutor exec(comm);
+    const size_t per_rank = 1000;
+    Buffer b(DType::kFloat32, per_rank * static_cast<size_t>(size()));
+    fill(b, 21, ReduceOp::kAverage);
+    DeviceMem send(b.bytes.size()), recv(per_rank * 4);
+    send.upload(b.bytes.data());
+    const Status s = exec.reducescatter_buffer(current_device(), send.get(), recv.get(), per_rank, DType::kFloat32,
+                                               ReduceOp::kAverage);
+    INFO(s.to_string());
+    REQUIRE(s.is_ok());
+    Buffer mine(DType::kFloat32, per_rank);
+    recv.download(mine.bytes.data());
+    check_allreduce(mine, 21, ReduceOp::kAverage, 1.0, 1.0, per_rank * static_cast<size_t>(rank()));
+
+    fill(b, 22, ReduceOp::kMax);
+    send.upload(b.bytes.data());
+    REQUIRE(exec.allreduce_buffer(current_device(), send.get(), b.count(), DType::kFloat32, ReduceOp::kMax, 1.0, 3.0)
+                .is_ok());
+    send.download(b.bytes.data());
+    check_allreduce(b, 22, ReduceOp::kMax, 1.0, 3.0);
+  }
+  MPI_Comm_free(&comm);
 }
