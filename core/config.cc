@@ -22,7 +22,8 @@ const std::set<std::string>& known_names() {
       "KOLO_CPU_CHUNK_BYTES",          "KOLO_CPU_OPERATIONS",
       "KOLO_LOG_LEVEL",                "KOLO_STALL_CHECK_TIME_SECONDS",
       "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_TEST_RANKS_PER_HOST",
-      "KOLO_TIMELINE",                 "KOLO_TIMELINE_MARK_CYCLES"};
+      "KOLO_TIMELINE",                 "KOLO_TIMELINE_MARK_CYCLES",
+      "KOLO_GPU_OPERATIONS"};
   return names;
 }
 
@@ -89,6 +90,11 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     else if (*v == "mpi") c.cpu_operations = CpuOperations::kMpi;
     else if (*v == "shm") c.cpu_operations = CpuOperations::kShm;
     else return bad_value("KOLO_CPU_OPERATIONS", *v, "one of auto, mpi, shm");
+  }
+  if (auto v = lookup("KOLO_GPU_OPERATIONS")) {
+    if (*v != "auto" && *v != "nccl" && *v != "staged")
+      return bad_value("KOLO_GPU_OPERATIONS", *v, "one of auto, nccl, staged");
+    c.gpu_operations = *v;
   }
   if (auto v = lookup("KOLO_LOG_LEVEL")) {
     static const char* names[] = {"trace", "debug", "info", "warning", "error"};

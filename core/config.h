@@ -30,6 +30,8 @@ struct Config {
   // CPU reductions run in pieces of this many bytes, so each piece stays in cache (KOLO_CPU_CHUNK_BYTES).
   size_t cpu_chunk_bytes = 1u << 20;
   CpuOperations cpu_operations = CpuOperations::kAuto;  // KOLO_CPU_OPERATIONS
+  // GPU executor: auto (NCCL unless ranks share a GPU, then host-staged), nccl, staged.
+  std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS
   LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
   // A tensor submitted by some ranks but not all for this long is reported (0 = never).
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS

@@ -51,10 +51,17 @@ class MpiBackend final : public Backend {
     MPI_Comm_size(cross_, &topo_.cross_size);
     ops::create_half_ops();
     channel_ = std::make_unique<ops::MpiChannel>(control_);
-    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, config.cpu_chunk_bytes);
+    // Every rank must cut reductions into the same pieces (their element counts meet in one
+    // MPI call): rank 0's chunk size wins.
+    unsigned long long chunk = config.cpu_chunk_bytes;
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Bcast(&chunk, 1, MPI_UNSIGNED_LONG_LONG, 0, data_), "MPI_Bcast(chunk)"));
+    if (chunk != config.cpu_chunk_bytes)
+      KOLO_LOG(LogLevel::kWarning, "KOLO_CPU_CHUNK_BYTES differs from rank 0's; using rank 0's " << chunk);
+    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk));
 #ifdef KOLO_HAVE_CUDA
     // GPU executors take GPU tensors only; they come first so the MPI executor keeps CPU ones.
-    KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(data_, topo_, mpi_executor_.get(), &gpu_executors_));
+    KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(data_, topo_, config.gpu_operations, mpi_executor_.get(),
+                                                             &gpu_executors_));
     for (auto& e : gpu_executors_) executors_.push_back(e.get());
 #endif
     executors_.push_back(mpi_executor_.get());

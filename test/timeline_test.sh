@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs a kolo program under mpirun with KOLO_TIMELINE set and checks the trace: valid JSON
 # (also when cut short: the closing bracket is optional), one track per tensor named after
-# it, and the expected phases.  Usage: timeline_test.sh <mpirun flags...> -- <program...>
+# it, and the expected phases; then kolo-timeline summarises it.
+# Usage: timeline_test.sh <kolo-timeline> <mpirun flags...> -- <program...>
 set -euo pipefail
+tool=$1; shift
 flags=(); while [ "$1" != "--" ]; do flags+=("$1"); shift; done; shift
 trace=$(mktemp --suffix=.json); trap 'rm -f "$trace"' EXIT
 KOLO_TIMELINE=$trace mpirun -np 2 "${flags[@]}" "$@" >/dev/null
@@ -26,3 +28,6 @@ begins = sum(1 for e in events if e["ph"] == "B"); ends = sum(1 for e in events 
 assert begins == ends, (begins, ends)
 print("timeline ok:", len(events), "events,", len(names), "tensor tracks")
 PY
+"$tool" "$trace" | tee /dev/stderr | grep -q "straggler (last rank to submit)"
+"$tool" "$trace" | grep -Eq "^NEGOTIATE +[0-9]+"
+echo "kolo-timeline ok"

@@ -44,12 +44,10 @@ int local_device_count(std::string* why) {
 
 }  // namespace
 
-Status create_gpu_executors(MPI_Comm data_comm, const Topology& topo, MpiExecutor* mpi,
-                            std::vector<std::unique_ptr<Executor>>* out) {
-  // TODO(lead): move to Config::from_env (core/config) as KOLO_GPU_OPERATIONS.
-  const char* env = std::getenv("KOLO_GPU_OPERATIONS");
+Status create_gpu_executors(MPI_Comm data_comm, const Topology& topo, const std::string& gpu_operations,
+                            MpiExecutor* mpi, std::vector<std::unique_ptr<Executor>>* out) {
   GpuOperations knob = GpuOperations::kAuto;
-  KOLO_RETURN_IF_ERROR(parse_gpu_operations(env ? std::optional<std::string>(env) : std::nullopt, &knob));
+  KOLO_RETURN_IF_ERROR(parse_gpu_operations(gpu_operations, &knob));
 
   std::string why;
   const int mine[2] = {local_device_count(&why), topo.local_size};

@@ -4,8 +4,7 @@
 //
 // Collective over the job: every rank reports its CUDA device count and host size
 // (MPI_Allgather on `data_comm`), and every rank then applies the same plan
-// (ops/gpu/gpu_plan.h) with KOLO_GPU_OPERATIONS, read here from the environment until
-// core/config carries it. Result: an NcclExecutor, a StagedExecutor, or, where some rank
+// (ops/gpu/gpu_plan.h) with KOLO_GPU_OPERATIONS (Config::gpu_operations). Result: an NcclExecutor, a StagedExecutor, or, where some rank
 // has no GPU, an executor that fails every GPU collective on every rank with that reason.
 // A malformed KOLO_GPU_OPERATIONS, or `nccl` where ranks must share a GPU, is an error
 // (init() refuses to start).
@@ -25,7 +24,7 @@
 
 namespace kolo::ops::gpu {
 
-Status create_gpu_executors(MPI_Comm data_comm, const Topology& topo, MpiExecutor* mpi,
-                            std::vector<std::unique_ptr<Executor>>* out);
+Status create_gpu_executors(MPI_Comm data_comm, const Topology& topo, const std::string& gpu_operations,
+                            MpiExecutor* mpi, std::vector<std::unique_ptr<Executor>>* out);
 
 }  // namespace kolo::ops::gpu
