@@ -1,0 +1,57 @@
+// core/backend.h — what the runtime needs from the transport layer, without naming MPI:
+// the job's topology, a control channel to/from rank 0 and the ordered executors.
+// ops/ provides the MPI implementation (create_mpi_backend).
+//
+// Thread safety: after creation, used only by the coordinator thread (topology() from any).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/config.h"
+#include "core/executor.h"
+#include "kolo/status.h"
+
+namespace kolo {
+
+struct Topology {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;
+  int cross_rank = 0, cross_size = 1;
+};
+
+// Point-to-point control messages between every rank and rank 0. Sends never block (the
+// channel keeps the bytes until delivered); receives are polls.
+class ControlChannel {
+ public:
+  virtual ~ControlChannel() = default;
+  // Non-root ranks: queue a message to rank 0.
+  virtual Status send_to_root(std::vector<uint8_t> message) = 0;
+  // Rank 0: queue the same message to every other rank.
+  virtual Status send_to_all(std::vector<uint8_t> message) = 0;
+  // Rank 0: one message from any peer, if one has arrived (*got=false otherwise).
+  virtual Status poll_from_peers(int* source, std::vector<uint8_t>* message, bool* got) = 0;
+  // Non-root ranks: one message from rank 0, if one has arrived.
+  virtual Status poll_from_root(std::vector<uint8_t>* message, bool* got) = 0;
+  // Advances queued sends; returns how many are still in flight.
+  virtual Status progress(size_t* in_flight) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const Topology& topology() const = 0;
+  virtual ControlChannel& channel() = 0;
+  // In order of preference; the first that accepts a response executes it.
+  virtual const std::vector<Executor*>& executors() = 0;
+  // Releases the transport (MPI_Finalize if kolo initialised MPI). Called once, from the
+  // thread that called init(), after the coordinator has stopped.
+  virtual void finalize() = 0;
+};
+
+// Implemented in ops/mpi_backend.cc: initialises MPI if needed and builds the backend.
+Status create_mpi_backend(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out);
+
+}  // namespace kolo

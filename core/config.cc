@@ -1,0 +1,134 @@
+// Reading and validating the KOLO_* environment (see core/config.h, docs/knobs.md).
+#include "core/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+
+extern char** environ;
+
+namespace kolo {
+namespace {
+
+Status bad_value(const std::string& name, const std::string& value, const std::string& form) {
+  return Status::invalid_argument(name + "=\"" + value + "\" is not valid: expected " + form);
+}
+
+// The knobs kolo knows. Keep in step with parse() below and docs/knobs.md.
+const std::set<std::string>& known_names() {
+  static const std::set<std::string> names = {
+      "KOLO_FUSION_THRESHOLD",         "KOLO_CYCLE_TIME",
+      "KOLO_CPU_CHUNK_BYTES",          "KOLO_CPU_OPERATIONS",
+      "KOLO_LOG_LEVEL",                "KOLO_STALL_CHECK_TIME_SECONDS",
+      "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_TEST_RANKS_PER_HOST"};
+  return names;
+}
+
+}  // namespace
+
+bool parse_bytes(const std::string& text, size_t* out) {
+  if (text.empty() || text[0] == '-' || text[0] == '+' || std::isspace(static_cast<unsigned char>(text[0])))
+    return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str()) return false;
+  std::string suffix(end);
+  unsigned long long mul = 1;
+  if (suffix == "" || suffix == "B") mul = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KiB") mul = 1ull << 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MiB") mul = 1ull << 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GiB") mul = 1ull << 30;
+  else return false;
+  if (v > (~0ull) / mul) return false;
+  *out = static_cast<size_t>(v * mul);
+  return true;
+}
+
+bool parse_non_negative(const std::string& text, double* out) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || !std::isfinite(v) || v < 0) return false;
+  *out = v;
+  return true;
+}
+
+Status Config::parse(const Lookup& lookup, Config* out) {
+  Config c;
+  auto bytes = [&](const char* name, size_t* field, size_t min) -> Status {
+    auto v = lookup(name);
+    if (!v) return Status::ok();
+    size_t b = 0;
+    if (!parse_bytes(*v, &b) || b < min)
+      return bad_value(name, *v, "a byte count" + std::string(min ? " of at least " + std::to_string(min) : "") +
+                                     ", such as 4194304, 512K, 4M or 1G");
+    *field = b;
+    return Status::ok();
+  };
+  auto seconds = [&](const char* name, double* field, const char* unit, bool positive) -> Status {
+    auto v = lookup(name);
+    if (!v) return Status::ok();
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || (positive && d == 0))
+      return bad_value(name, *v, std::string(positive ? "a positive" : "a non-negative") + " number of " + unit +
+                                     ", such as 0.5 or 60");
+    *field = d;
+    return Status::ok();
+  };
+  KOLO_RETURN_IF_ERROR(bytes("KOLO_FUSION_THRESHOLD", &c.fusion_threshold_bytes, 0));
+  KOLO_RETURN_IF_ERROR(bytes("KOLO_CPU_CHUNK_BYTES", &c.cpu_chunk_bytes, 4096));
+  KOLO_RETURN_IF_ERROR(seconds("KOLO_CYCLE_TIME", &c.cycle_time_ms, "milliseconds", true));
+  KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_CHECK_TIME_SECONDS", &c.stall_check_seconds, "seconds", false));
+  KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_SHUTDOWN_TIME_SECONDS", &c.stall_shutdown_seconds, "seconds", false));
+  if (auto v = lookup("KOLO_CPU_OPERATIONS")) {
+    if (*v == "auto") c.cpu_operations = CpuOperations::kAuto;
+    else if (*v == "mpi") c.cpu_operations = CpuOperations::kMpi;
+    else if (*v == "shm") c.cpu_operations = CpuOperations::kShm;
+    else return bad_value("KOLO_CPU_OPERATIONS", *v, "one of auto, mpi, shm");
+  }
+  if (auto v = lookup("KOLO_LOG_LEVEL")) {
+    static const char* names[] = {"trace", "debug", "info", "warning", "error"};
+    bool found = false;
+    for (int i = 0; i < 5; ++i) {
+      if (*v == names[i]) {
+        c.log_level = static_cast<LogLevel>(i);
+        found = true;
+      }
+    }
+    if (!found) return bad_value("KOLO_LOG_LEVEL", *v, "one of trace, debug, info, warning, error");
+  }
+  if (auto v = lookup("KOLO_TEST_RANKS_PER_HOST")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e6)
+      return bad_value("KOLO_TEST_RANKS_PER_HOST", *v, "a whole number of ranks per host (0 = real hosts)");
+    c.ranks_per_host_override = static_cast<int>(d);
+  }
+  *out = c;
+  return Status::ok();
+}
+
+Status Config::from_env(Config* out) {
+  return parse(
+      [](const std::string& name) -> std::optional<std::string> {
+        const char* v = std::getenv(name.c_str());
+        if (!v) return std::nullopt;
+        return std::string(v);
+      },
+      out);
+}
+
+std::vector<std::string> Config::unknown_env_names() {
+  std::vector<std::string> unknown;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    if (kv.rfind("KOLO_", 0) != 0) continue;
+    std::string name = kv.substr(0, kv.find('='));
+    if (!known_names().count(name)) unknown.push_back(name);
+  }
+  return unknown;
+}
+
+}  // namespace kolo

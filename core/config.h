@@ -1,0 +1,54 @@
+// core/config.h — every KOLO_* knob, read once, with its default and validation.
+//
+// Config::from_env() is the only place kolo reads its environment. A malformed value is an
+// error naming the variable, the value and the accepted form; init() refuses to start with
+// it. Config::parse() takes a lookup function so tests can feed values without setenv.
+// docs/knobs.md lists the same knobs; keep the two in step.
+//
+// Thread safety: a Config is a value, read-only after init.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+
+namespace kolo {
+
+enum class LogLevel { kTrace = 0, kDebug, kInfo, kWarning, kError };
+
+enum class CpuOperations { kAuto, kMpi, kShm };
+
+struct Config {
+  // Allreduce tensors of one kind are packed together up to this many bytes (KOLO_FUSION_THRESHOLD).
+  size_t fusion_threshold_bytes = 4u << 20;
+  // Longest the coordinator sleeps when idle before looking for peers' work (KOLO_CYCLE_TIME, ms).
+  double cycle_time_ms = 1.0;
+  // CPU reductions run in pieces of this many bytes, so each piece stays in cache (KOLO_CPU_CHUNK_BYTES).
+  size_t cpu_chunk_bytes = 1u << 20;
+  CpuOperations cpu_operations = CpuOperations::kAuto;  // KOLO_CPU_OPERATIONS
+  LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
+  // A tensor submitted by some ranks but not all for this long is reported (0 = never).
+  double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS
+  // ... and after this long the job stops with that report (0 = never).
+  double stall_shutdown_seconds = 0.0;   // KOLO_STALL_SHUTDOWN_TIME_SECONDS
+  // Test hook: pretend every `n` consecutive ranks share a host (0 = real hosts).
+  int ranks_per_host_override = 0;       // KOLO_TEST_RANKS_PER_HOST
+
+  using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
+  // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.
+  static Status parse(const Lookup& lookup, Config* out);
+  // parse() over the process environment.
+  static Status from_env(Config* out);
+  // Names of KOLO_* variables in the environment that kolo does not know (likely typos).
+  static std::vector<std::string> unknown_env_names();
+};
+
+// Parsers shared by the knobs; exposed for tests. Each returns false on a malformed value.
+bool parse_bytes(const std::string& text, size_t* out);        // "1048576", "64K", "4M", "1G"
+bool parse_non_negative(const std::string& text, double* out);  // "0.5", "60"
+
+}  // namespace kolo

@@ -1,0 +1,64 @@
+// core/coordinator.h — the one background thread per process that talks to peers.
+//
+// Each cycle it takes the requests training threads queued, sends them to rank 0 (rank 0
+// adds its own and everyone's to the MessageTable), and executes, in order, every
+// ResponseList rank 0 sends. Rank 0 fuses ready responses before sending. When idle it
+// sleeps in growing steps up to KOLO_CYCLE_TIME, and wakes at once when work is queued, so
+// a collective never waits out a fixed cycle.
+//
+// Shutdown: any rank's request_shutdown() makes rank 0 broadcast a shutdown list; every
+// rank then fails its pending collectives and stops. All waits on peers are bounded.
+// Thread safety: start/request_shutdown/join from user threads; the loop runs on its own.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "core/backend.h"
+#include "core/config.h"
+#include "core/negotiation.h"
+#include "core/tensor_queue.h"
+
+namespace kolo {
+
+class Coordinator {
+ public:
+  Coordinator(const Config& config, Backend& backend, TensorQueue& queue);
+  ~Coordinator();
+  void start();
+  // Asks the job to stop; returns at once. join() waits for this process's loop to end.
+  void request_shutdown();
+  void join();
+  bool running() const { return running_.load(); }
+
+ private:
+  void loop();
+  // One pass; sets *activity when anything happened. An error is fatal for the runtime.
+  Status root_cycle(bool* activity);
+  Status worker_cycle(bool* activity);
+  Status execute_list(const ResponseList& list);
+  void execute_one(const Response& response);
+  void check_stalls(bool* shutdown, std::string* reason);
+  void root_drain_acks();
+  void stop(const Status& reason);
+
+  // Constant after construction.
+  const Config config_;
+  Backend& backend_;
+  TensorQueue& queue_;
+  const Topology topo_;
+
+  // Coordinator thread only.
+  MessageTable table_;  // rank 0 only
+  std::set<std::string> stall_reported_;
+  std::chrono::steady_clock::time_point last_stall_check_;
+  bool shutdown_sent_ = false;
+
+  std::atomic<bool> shutdown_requested_{false};
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+}  // namespace kolo

@@ -1,0 +1,37 @@
+// core/handle_state.h — the shared state behind a kolo::Handle: completion flag, outcome and
+// (for allgather) the gathered tensor.
+//
+// Ownership: shared by the user's Handle copies and the runtime's queue entry.
+// Thread safety: complete() is called once, by the coordinator thread (or by the submitting
+// thread for errors found before queueing); everything else from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "kolo/handle.h"
+#include "kolo/status.h"
+#include "kolo/tensor.h"
+
+namespace kolo::detail {
+
+struct HandleState {
+  explicit HandleState(std::string tensor_name) : name(std::move(tensor_name)) {}
+  ~HandleState();
+
+  // Marks done with `s` and wakes waiters. Later calls are ignored.
+  void complete(Status s);
+  // Blocks until done.
+  void wait();
+
+  const std::string name;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;         // guarded by mu
+  bool observed = false;     // guarded by mu: someone looked at `status`
+  Status status;             // written before done is set; read-only afterwards
+  Tensor gathered;           // allgather output; written by the coordinator before done
+};
+
+}  // namespace kolo::detail

@@ -1,0 +1,76 @@
+// core/message.h — what ranks tell rank 0 (Request) and what rank 0 answers (Response),
+// and their binary codec. The codec is the only place that knows the wire format; decoding
+// never trusts its input (every length is bounds-checked) and reports a Status instead.
+//
+// Protocol (see docs/runtime.md): every rank sends RequestLists to rank 0; rank 0 sends
+// every rank the same sequence of ResponseLists; every rank executes each list in order.
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+#include "kolo/tensor.h"
+#include "kolo/types.h"
+
+namespace kolo {
+
+// One rank's submission of one named collective.
+struct Request {
+  int32_t rank = 0;
+  OpKind kind = OpKind::kAllreduce;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  DType dtype = DType::kFloat32;
+  Device device = Device::cpu();
+  int32_t root = 0;  // broadcast only
+  double prescale = 1.0;
+  double postscale = 1.0;
+  Shape shape;
+  std::string name;
+  // Set when this rank submitted `name` again while the first was in flight: the whole
+  // collective then fails on every rank.
+  bool duplicate = false;
+
+  bool operator==(const Request&) const = default;
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  bool shutdown = false;      // this rank asks the job's runtime to stop
+  bool shutdown_ack = false;  // this rank saw rank 0's shutdown and sends nothing more
+  bool operator==(const RequestList&) const = default;
+};
+
+// One collective every rank executes: a single tensor or several fused ones.
+struct Response {
+  enum class Type : uint8_t { kAllreduce = 0, kBroadcast = 1, kAllgather = 2, kError = 3 };
+  Type type = Type::kAllreduce;
+  std::vector<std::string> names;  // tensors, in buffer order
+  DType dtype = DType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  Device device = Device::cpu();
+  int32_t root = 0;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  // kAllreduce: element count of each tensor. kAllgather: first dimension of each rank.
+  std::vector<int64_t> sizes;
+  std::string error;  // kError: the message every rank's handle fails with
+
+  bool operator==(const Response&) const = default;
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  bool shutdown = false;
+  std::string shutdown_reason;
+  bool operator==(const ResponseList&) const = default;
+};
+
+std::vector<uint8_t> encode(const RequestList& list);
+std::vector<uint8_t> encode(const ResponseList& list);
+Status decode(const uint8_t* data, size_t size, RequestList* out);
+Status decode(const uint8_t* data, size_t size, ResponseList* out);
+
+}  // namespace kolo

@@ -1,0 +1,186 @@
+// Rank 0's negotiation table (see core/negotiation.h).
+#include "core/negotiation.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace kolo {
+namespace {
+
+
+std::string rank_list(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + join_ranks(ranks);
+}
+
+std::string number(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+std::string quoted(const Request& q) {
+  return std::string(op_kind_name(q.kind)) + " \"" + q.name + "\"";
+}
+
+}  // namespace
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ranks[i]);
+  }
+  return s;
+}
+
+std::string describe_disagreement(const char* attribute, const std::vector<std::string>& values) {
+  // Group ranks by value, in order of first appearance (so rank 0's value leads).
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < static_cast<int>(values.size()); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == values[r]; });
+    if (it == groups.end()) groups.push_back({values[r], {r}});
+    else it->second.push_back(r);
+  }
+  if (groups.size() <= 1) return "";
+  std::string s = std::string(attribute) + " " + groups[0].first + " on " + rank_list(groups[0].second);
+  for (size_t g = 1; g < groups.size(); ++g)
+    s += (g == 1 ? " but " : " and ") + groups[g].first + " on " + rank_list(groups[g].second);
+  return s;
+}
+
+MessageTable::MessageTable(int world_size) : size_(world_size) {}
+
+Status MessageTable::add(const Request& q, Clock::time_point now) {
+  if (q.rank < 0 || q.rank >= size_)
+    return Status::internal("request for \"" + q.name + "\" from unknown rank " + std::to_string(q.rank));
+  auto [it, inserted] = slots_.try_emplace(q.name);
+  Slot& slot = it->second;
+  if (inserted) {
+    slot.by_rank.resize(size_);
+    slot.have.assign(size_, false);
+    slot.first_seen = now;
+  }
+  if (q.duplicate || slot.have[q.rank]) {
+    // The first submission stays counted; the collective as a whole is now an error.
+    if (slot.poison.empty())
+      slot.poison = quoted(q) + ": submitted twice on rank " + std::to_string(q.rank) +
+                    " while the first was still in flight (names must be unique among pending collectives)";
+    if (slot.have[q.rank]) return Status::ok();
+  }
+  if (!q.duplicate) {
+    slot.by_rank[q.rank] = q;
+    slot.have[q.rank] = true;
+    if (++slot.count == size_) completed_.push_back(q.name);
+  }
+  return Status::ok();
+}
+
+std::vector<Response> MessageTable::take_ready() {
+  std::vector<Response> out;
+  out.reserve(completed_.size());
+  for (const std::string& name : completed_) {
+    auto it = slots_.find(name);
+    out.push_back(build(name, it->second));
+    slots_.erase(it);
+  }
+  completed_.clear();
+  return out;
+}
+
+Response MessageTable::build(const std::string& name, Slot& slot) const {
+  const auto& reqs = slot.by_rank;
+  const Request& first = reqs[0];
+  Response r;
+  r.names = {name};
+  r.dtype = first.dtype;
+  r.reduce_op = first.reduce_op;
+  r.device = first.device;
+  r.root = first.root;
+  r.prescale = first.prescale;
+  r.postscale = first.postscale;
+
+  auto fail = [&](const std::string& what) {
+    r.type = Response::Type::kError;
+    r.error = what;
+    return r;
+  };
+  if (!slot.poison.empty()) return fail(slot.poison);
+
+  // Compare one attribute across ranks; the first that differs becomes the error.
+  auto check = [&](const char* attribute, auto&& text_of) -> std::string {
+    std::vector<std::string> values;
+    values.reserve(reqs.size());
+    for (const Request& q : reqs) values.push_back(text_of(q));
+    std::string d = describe_disagreement(attribute, values);
+    return d.empty() ? d : "\"" + name + "\": " + d;
+  };
+  // Kind first: when ranks call different collectives nothing else is comparable.
+  std::string d = check("collective", [](const Request& q) { return std::string(op_kind_name(q.kind)); });
+  if (!d.empty()) return fail(d);
+  const std::string prefix(op_kind_name(first.kind));
+  auto fail_prefixed = [&](const std::string& m) { return fail(prefix + " " + m); };
+
+  d = check("dtype", [](const Request& q) { return std::string(dtype_name(q.dtype)); });
+  if (!d.empty()) return fail_prefixed(d);
+  d = check("device", [](const Request& q) { return q.device.is_cpu() ? std::string("cpu") : std::string("gpu"); });
+  if (!d.empty()) return fail_prefixed(d);
+
+  switch (first.kind) {
+    case OpKind::kAllreduce:
+      d = check("reduce op", [](const Request& q) { return std::string(reduce_op_name(q.reduce_op)); });
+      if (d.empty()) d = check("shape", [](const Request& q) { return shape_string(q.shape); });
+      if (d.empty()) d = check("prescale", [](const Request& q) { return number(q.prescale); });
+      if (d.empty()) d = check("postscale", [](const Request& q) { return number(q.postscale); });
+      if (!d.empty()) return fail_prefixed(d);
+      r.type = Response::Type::kAllreduce;
+      r.sizes = {num_elements(first.shape)};
+      return r;
+    case OpKind::kBroadcast:
+      d = check("root", [](const Request& q) { return std::to_string(q.root); });
+      if (d.empty()) d = check("shape", [](const Request& q) { return shape_string(q.shape); });
+      if (!d.empty()) return fail_prefixed(d);
+      if (first.root < 0 || first.root >= size_)
+        return fail_prefixed("\"" + name + "\": root " + std::to_string(first.root) + " is not a rank (size " +
+                             std::to_string(size_) + ")");
+      r.type = Response::Type::kBroadcast;
+      r.sizes = {num_elements(first.shape)};
+      return r;
+    case OpKind::kAllgather: {
+      d = check("rank (number of dimensions)", [](const Request& q) { return std::to_string(q.shape.size()); });
+      if (d.empty())
+        d = check("shape beyond the first dimension", [](const Request& q) {
+          return shape_string(Shape(q.shape.begin() + (q.shape.empty() ? 0 : 1), q.shape.end()));
+        });
+      if (!d.empty()) return fail_prefixed(d);
+      if (first.shape.empty()) return fail_prefixed("\"" + name + "\": needs at least one dimension to gather along");
+      r.type = Response::Type::kAllgather;
+      for (const Request& q : reqs) r.sizes.push_back(q.shape[0]);
+      return r;
+    }
+  }
+  return fail("\"" + name + "\": unknown collective");
+}
+
+std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds, Clock::time_point now) const {
+  std::vector<Pending> out;
+  for (const auto& [name, slot] : slots_) {
+    double waited = std::chrono::duration<double>(now - slot.first_seen).count();
+    if (waited < min_wait_seconds || slot.count == size_) continue;
+    Pending p{name, OpKind::kAllreduce, {}, {}, waited};
+    for (int r = 0; r < size_; ++r) {
+      if (slot.have[r]) {
+        p.ready_ranks.push_back(r);
+        p.kind = slot.by_rank[r].kind;
+      } else {
+        p.missing_ranks.push_back(r);
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(), [](const Pending& a, const Pending& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace kolo

@@ -1,0 +1,158 @@
+// The public entry points of kolo/runtime.h and kolo/collectives.h: one process-wide
+// runtime (config, backend, queue, coordinator), created by init() and torn down by
+// shutdown() or at exit.
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "core/backend.h"
+#include "core/coordinator.h"
+#include "core/logging.h"
+#include "core/tensor_queue.h"
+#include "kolo/collectives.h"
+#include "kolo/runtime.h"
+
+namespace kolo {
+namespace {
+
+struct Runtime {
+  Config config;
+  std::unique_ptr<Backend> backend;
+  TensorQueue queue;
+  std::unique_ptr<Coordinator> coordinator;
+  Topology topo;
+};
+
+std::mutex g_mu;                    // serialises init/shutdown
+std::unique_ptr<Runtime> g_runtime;  // guarded by g_mu for creation/destruction
+bool g_finalized = false;            // guarded by g_mu: MPI cannot be initialised twice
+
+void shutdown_at_exit() { kolo::shutdown(); }
+
+Runtime& runtime() {
+  Runtime* r = g_runtime.get();
+  if (!r) throw Error(Status::invalid_argument("kolo is not initialised: call kolo::init() first"));
+  return *r;
+}
+
+Status validate(const TensorView& t, const std::string& name, const char* what) {
+  const std::string where = std::string(what) + " \"" + name + "\": ";
+  if (name.empty()) return Status::invalid_argument(std::string(what) + ": the tensor name is empty");
+  for (int64_t d : t.shape)
+    if (d < 0) return Status::invalid_argument(where + "shape " + shape_string(t.shape) + " has a negative dimension");
+  if (static_cast<int>(t.dtype) >= kNumDTypes) return Status::invalid_argument(where + "unknown dtype");
+  if (t.data == nullptr && t.num_elements() > 0) return Status::invalid_argument(where + "data pointer is null");
+  return Status::ok();
+}
+
+Handle submit(const TensorView& t, const std::string& name, Request req) {
+  auto state = std::make_shared<detail::HandleState>(name);
+  Handle h(state);
+  Status s = validate(t, name, op_kind_name(req.kind).data());
+  Runtime* rt = g_runtime.get();
+  if (s.is_ok() && !rt) s = Status::invalid_argument("kolo is not initialised: call kolo::init() first");
+  if (!s.is_ok()) {
+    state->complete(s);
+    return h;
+  }
+  req.rank = rt->topo.rank;
+  req.name = name;
+  req.dtype = t.dtype;
+  req.shape = t.shape;
+  req.device = t.device;
+  rt->queue.push(TensorEntry{t, std::move(req), std::move(state)});
+  return h;
+}
+
+}  // namespace
+
+void init() { init(nullptr, nullptr); }
+
+void init(int* argc, char*** argv) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_runtime) return;
+  if (g_finalized)
+    throw Error(Status::invalid_argument("kolo::init() after kolo::shutdown(): MPI cannot be initialised twice"));
+  auto rt = std::make_unique<Runtime>();
+  throw_if_error(Config::from_env(&rt->config));
+  throw_if_error(create_mpi_backend(rt->config, argc, argv, &rt->backend));
+  rt->topo = rt->backend->topology();
+  set_log_context(rt->config.log_level, rt->topo.rank);
+  for (const auto& n : Config::unknown_env_names())
+    KOLO_LOG(LogLevel::kWarning, "ignoring unknown variable " << n << " (see docs/knobs.md for kolo's knobs)");
+  rt->coordinator = std::make_unique<Coordinator>(rt->config, *rt->backend, rt->queue);
+  rt->coordinator->start();
+  static bool registered = false;
+  if (!registered) {
+    std::atexit(shutdown_at_exit);
+    registered = true;
+  }
+  g_runtime = std::move(rt);
+}
+
+void shutdown() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_runtime) return;
+  g_runtime->coordinator->request_shutdown();
+  g_runtime->coordinator->join();
+  g_runtime->queue.close(Status::aborted("kolo has been shut down"));
+  g_runtime->coordinator.reset();
+  g_runtime->backend->finalize();
+  g_runtime.reset();
+  g_finalized = true;
+}
+
+bool is_initialized() { return g_runtime != nullptr; }
+int rank() { return runtime().topo.rank; }
+int size() { return runtime().topo.size; }
+int local_rank() { return runtime().topo.local_rank; }
+int local_size() { return runtime().topo.local_size; }
+int cross_rank() { return runtime().topo.cross_rank; }
+int cross_size() { return runtime().topo.cross_size; }
+
+Handle allreduce_async(const TensorView& tensor, const std::string& name, const AllreduceOptions& o) {
+  Request q;
+  q.kind = OpKind::kAllreduce;
+  q.reduce_op = o.op;
+  q.prescale = o.prescale;
+  q.postscale = o.postscale;
+  return submit(tensor, name, std::move(q));
+}
+
+Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op, double prescale,
+                       double postscale) {
+  return allreduce_async(tensor, name, AllreduceOptions{op, prescale, postscale});
+}
+
+void allreduce(const TensorView& tensor, const std::string& name, const AllreduceOptions& options) {
+  synchronize(allreduce_async(tensor, name, options));
+}
+
+Handle broadcast_async(const TensorView& tensor, int root, const std::string& name) {
+  Request q;
+  q.kind = OpKind::kBroadcast;
+  q.root = root;
+  return submit(tensor, name, std::move(q));
+}
+
+void broadcast(const TensorView& tensor, int root, const std::string& name) {
+  synchronize(broadcast_async(tensor, root, name));
+}
+
+Handle allgather_async(const TensorView& input, const std::string& name) {
+  Request q;
+  q.kind = OpKind::kAllgather;
+  return submit(input, name, std::move(q));
+}
+
+Tensor allgather(const TensorView& input, const std::string& name) {
+  Handle h = allgather_async(input, name);
+  return h.gathered();
+}
+
+void barrier(const std::string& name) {
+  int32_t token = 0;
+  allreduce(TensorView::of(&token, {1}), name, AllreduceOptions{ReduceOp::kSum});
+}
+
+}  // namespace kolo

@@ -1,0 +1,94 @@
+// The MPI backend (core/backend.h): initialises MPI when the program has not, derives the
+// topology, and owns kolo's communicators, control channel and CPU executors.
+#include <mpi.h>
+
+#include <memory>
+
+#include "core/backend.h"
+#include "core/logging.h"
+#include "ops/mpi_channel.h"
+#include "ops/mpi_executor.h"
+#include "ops/mpi_util.h"
+
+namespace kolo {
+namespace {
+
+class MpiBackend final : public Backend {
+ public:
+  ~MpiBackend() override { finalize(); }
+
+  Status init(const Config& config, int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      KOLO_RETURN_IF_ERROR(
+          ops::mpi_status(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread"));
+      owns_mpi_ = true;
+      if (provided < MPI_THREAD_SERIALIZED)
+        return Status::communication("MPI provides thread level " + std::to_string(provided) +
+                                     "; kolo needs at least MPI_THREAD_SERIALIZED");
+    }
+    // Own communicators: kolo's traffic never matches the program's own MPI messages.
+    MPI_Comm_dup(MPI_COMM_WORLD, &control_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &data_);
+    MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &topo_.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &topo_.size);
+    if (config.ranks_per_host_override > 0) {
+      MPI_Comm_split(MPI_COMM_WORLD, topo_.rank / config.ranks_per_host_override, topo_.rank, &local_);
+    } else {
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, topo_.rank, MPI_INFO_NULL, &local_);
+    }
+    MPI_Comm_rank(local_, &topo_.local_rank);
+    MPI_Comm_size(local_, &topo_.local_size);
+    MPI_Comm_split(MPI_COMM_WORLD, topo_.local_rank, topo_.rank, &cross_);
+    MPI_Comm_rank(cross_, &topo_.cross_rank);
+    MPI_Comm_size(cross_, &topo_.cross_size);
+    ops::create_half_ops();
+    channel_ = std::make_unique<ops::MpiChannel>(control_);
+    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, config.cpu_chunk_bytes);
+    executors_.push_back(mpi_executor_.get());
+    return Status::ok();
+  }
+
+  const Topology& topology() const override { return topo_; }
+  ControlChannel& channel() override { return *channel_; }
+  const std::vector<Executor*>& executors() override { return executors_; }
+
+  void finalize() override {
+    if (finalized_) return;
+    finalized_ = true;
+    executors_.clear();
+    mpi_executor_.reset();
+    channel_.reset();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    ops::free_half_ops();
+    for (MPI_Comm* c : {&control_, &data_, &local_, &cross_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+    if (owns_mpi_) MPI_Finalize();
+  }
+
+ private:
+  Topology topo_;
+  bool owns_mpi_ = false;
+  bool finalized_ = false;
+  MPI_Comm control_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
+  std::unique_ptr<ops::MpiChannel> channel_;
+  std::unique_ptr<ops::MpiExecutor> mpi_executor_;
+  std::vector<Executor*> executors_;
+};
+
+}  // namespace
+
+Status create_mpi_backend(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out) {
+  auto b = std::make_unique<MpiBackend>();
+  KOLO_RETURN_IF_ERROR(b->init(config, argc, argv));
+  *out = std::move(b);
+  return Status::ok();
+}
+
+}  // namespace kolo

@@ -1,0 +1,121 @@
+#include "ops/mpi_executor.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "ops/cpu_reduce.h"
+#include "ops/mpi_util.h"
+
+namespace kolo::ops {
+namespace {
+// MPI counts are ints; broadcast moves at most this many bytes per call.
+constexpr size_t kMaxBytesPerCall = size_t{1} << 30;
+}  // namespace
+
+MpiExecutor::MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes) : comm_(data_comm), chunk_bytes_(chunk_bytes) {
+  MPI_Comm_size(comm_, &size_);
+}
+
+Status MpiExecutor::execute(const Response& r, std::vector<TensorEntry>& entries) {
+  switch (r.type) {
+    case Response::Type::kAllreduce: return allreduce(r, entries);
+    case Response::Type::kBroadcast: return broadcast(r, entries);
+    case Response::Type::kAllgather: return allgather(r, entries);
+    case Response::Type::kError: break;
+  }
+  return Status::internal("MPI executor given an error response");
+}
+
+Status MpiExecutor::allreduce_buffer(void* buf, size_t count, DType t, ReduceOp op, double prescale,
+                                     double postscale) {
+  const size_t esize = dtype_size(t);
+  const size_t chunk = std::max<size_t>(1, std::min(chunk_bytes_, kMaxBytesPerCall) / esize);
+  MPI_Datatype type = mpi_dtype(t);
+  MPI_Op mop = mpi_reduce_op(t, op);
+  auto* base = static_cast<std::byte*>(buf);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t n = std::min(chunk, count - off);
+    void* p = base + off * esize;
+    if (prescale != 1.0) scale_copy(p, p, n, t, prescale);
+    KOLO_RETURN_IF_ERROR(
+        mpi_status(MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), type, mop, comm_), "MPI_Allreduce"));
+    apply_postscale(p, n, t, op, size_, postscale);
+  }
+  return Status::ok();
+}
+
+Status MpiExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
+  if (entries.size() == 1) {
+    TensorView& v = entries[0].view;
+    return allreduce_buffer(v.data, static_cast<size_t>(v.num_elements()), r.dtype, r.reduce_op, r.prescale,
+                            r.postscale);
+  }
+  // Fused: pack (applying prescale), reduce in pieces, unpack.
+  const size_t esize = dtype_size(r.dtype);
+  size_t total = 0;
+  for (auto& e : entries) total += static_cast<size_t>(e.view.num_elements());
+  if (fusion_.size() < total * esize) fusion_.resize(total * esize);
+  size_t off = 0;
+  for (auto& e : entries) {
+    const size_t n = static_cast<size_t>(e.view.num_elements());
+    scale_copy(fusion_.data() + off * esize, e.view.data, n, r.dtype, r.prescale);
+    off += n;
+  }
+  KOLO_RETURN_IF_ERROR(allreduce_buffer(fusion_.data(), total, r.dtype, r.reduce_op, 1.0, r.postscale));
+  off = 0;
+  for (auto& e : entries) {
+    const size_t n = static_cast<size_t>(e.view.num_elements());
+    std::memcpy(e.view.data, fusion_.data() + off * esize, n * esize);
+    off += n;
+  }
+  return Status::ok();
+}
+
+Status MpiExecutor::broadcast(const Response& r, std::vector<TensorEntry>& entries) {
+  for (auto& e : entries) {
+    auto* p = static_cast<std::byte*>(e.view.data);
+    const size_t bytes = e.view.num_bytes();
+    for (size_t off = 0; off < bytes; off += kMaxBytesPerCall) {
+      const int n = static_cast<int>(std::min(kMaxBytesPerCall, bytes - off));
+      KOLO_RETURN_IF_ERROR(mpi_status(MPI_Bcast(p + off, n, MPI_BYTE, r.root, comm_), "MPI_Bcast"));
+    }
+  }
+  return Status::ok();
+}
+
+Status MpiExecutor::allgather(const Response& r, std::vector<TensorEntry>& entries) {
+  TensorEntry& e = entries.at(0);
+  const Shape& shape = e.view.shape;
+  const int64_t row_elems = num_elements(Shape(shape.begin() + 1, shape.end()));
+  const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(r.dtype);
+  int64_t total_rows = 0;
+  for (int64_t s : r.sizes) total_rows += s;
+  Tensor& out = e.handle->gathered;
+  out.dtype = r.dtype;
+  out.shape = shape;
+  out.shape[0] = total_rows;
+  out.bytes.resize(static_cast<size_t>(total_rows) * row_bytes);
+  if (row_bytes == 0 || total_rows == 0) return Status::ok();
+  if (row_bytes > static_cast<size_t>(INT_MAX) || total_rows > INT_MAX)
+    return Status::invalid_argument("allgather \"" + r.names[0] + "\": too large for one MPI_Allgatherv");
+  MPI_Datatype row;
+  MPI_Type_contiguous(static_cast<int>(row_bytes), MPI_BYTE, &row);
+  MPI_Type_commit(&row);
+  std::vector<int> counts(r.sizes.size()), displs(r.sizes.size());
+  int64_t at = 0;
+  for (size_t i = 0; i < r.sizes.size(); ++i) {
+    counts[i] = static_cast<int>(r.sizes[i]);
+    displs[i] = static_cast<int>(at);
+    at += r.sizes[i];
+  }
+  int rank = 0;
+  MPI_Comm_rank(comm_, &rank);
+  Status s = mpi_status(MPI_Allgatherv(e.view.data, counts[static_cast<size_t>(rank)], row, out.bytes.data(),
+                                       counts.data(), displs.data(), row, comm_),
+                        "MPI_Allgatherv");
+  MPI_Type_free(&row);
+  return s;
+}
+
+}  // namespace kolo::ops

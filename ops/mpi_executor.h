@@ -1,0 +1,42 @@
+// ops/mpi_executor.h — runs CPU collectives with MPI on kolo's data communicator.
+//
+// Allreduce of one tensor runs in place on the user's memory; several fused tensors are
+// packed into a fusion buffer (applying the prescale while copying), reduced, and unpacked.
+// Either way the reduction proceeds in pieces of KOLO_CPU_CHUNK_BYTES so each piece is
+// scaled while it is still in cache, and MPI's large-message slowdown on one host (buffers
+// that fall out of the L3 cache) is avoided.
+//
+// Thread safety: coordinator thread only. Owns its fusion buffer.
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "core/executor.h"
+
+namespace kolo::ops {
+
+class MpiExecutor final : public Executor {
+ public:
+  MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes);
+  const char* name() const override { return "mpi"; }
+  bool accepts(const Response& r) const override { return r.device.is_cpu(); }
+  Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
+
+  // In-place chunked allreduce of `count` elements at `buf` (shared with other executors'
+  // tests and the benchmarks).
+  Status allreduce_buffer(void* buf, size_t count, DType t, ReduceOp op, double prescale, double postscale);
+
+ private:
+  Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
+  Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
+  Status allgather(const Response& r, std::vector<TensorEntry>& entries);
+
+  MPI_Comm comm_;
+  int size_ = 1;
+  size_t chunk_bytes_;
+  std::vector<std::byte> fusion_;
+};
+
+}  // namespace kolo::ops

@@ -1,0 +1,77 @@
+#include "ops/mpi_util.h"
+
+#include "ops/cpu_reduce.h"
+
+namespace kolo::ops {
+namespace {
+
+// [0] fp16, [1] bf16; index by ReduceOp.
+MPI_Op g_half_ops[2][kNumReduceOps];
+bool g_half_ops_created = false;
+
+template <int kHalfKind, int kOp>
+void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  constexpr DType t = kHalfKind == 0 ? DType::kFloat16 : DType::kBFloat16;
+  reduce_into(inout, in, static_cast<size_t>(*len), t, static_cast<ReduceOp>(kOp));
+}
+
+template <int kHalfKind>
+void create_for(MPI_Op* ops) {
+  MPI_Op_create(&half_reduce<kHalfKind, 0>, 1, &ops[0]);
+  MPI_Op_create(&half_reduce<kHalfKind, 1>, 1, &ops[1]);
+  MPI_Op_create(&half_reduce<kHalfKind, 2>, 1, &ops[2]);
+  MPI_Op_create(&half_reduce<kHalfKind, 3>, 1, &ops[3]);
+  MPI_Op_create(&half_reduce<kHalfKind, 4>, 1, &ops[4]);
+}
+
+}  // namespace
+
+Status mpi_status(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return Status::ok();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return Status::communication(what + ": MPI error: " + std::string(text, static_cast<size_t>(len)));
+}
+
+void create_half_ops() {
+  if (g_half_ops_created) return;
+  create_for<0>(g_half_ops[0]);
+  create_for<1>(g_half_ops[1]);
+  g_half_ops_created = true;
+}
+
+void free_half_ops() {
+  if (!g_half_ops_created) return;
+  for (auto& row : g_half_ops)
+    for (MPI_Op& op : row) MPI_Op_free(&op);
+  g_half_ops_created = false;
+}
+
+MPI_Datatype mpi_dtype(DType t) {
+  switch (t) {
+    case DType::kUInt8: return MPI_UINT8_T;
+    case DType::kInt32: return MPI_INT32_T;
+    case DType::kInt64: return MPI_INT64_T;
+    case DType::kFloat16:
+    case DType::kBFloat16: return MPI_UINT16_T;
+    case DType::kFloat32: return MPI_FLOAT;
+    case DType::kFloat64: return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_reduce_op(DType t, ReduceOp op) {
+  if (t == DType::kFloat16 || t == DType::kBFloat16)
+    return g_half_ops[t == DType::kFloat16 ? 0 : 1][static_cast<int>(op)];
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return MPI_SUM;
+    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kProduct: return MPI_PROD;
+  }
+  return MPI_SUM;
+}
+
+}  // namespace kolo::ops
