@@ -73,4 +73,24 @@ void Adam::step() {
 
 std::vector<Optimizer::StateBuffer> Adam::state() { return {{"exp_avg", m_}, {"exp_avg_sq", v_}}; }
 
+void save_optimizer(nn::Checkpoint& ck, Optimizer& opt) {
+  ck.put_string("optimizer.kind", opt.kind());
+  ck.put_i64("optimizer.steps", opt.steps());
+  ck.put_floats("optimizer.lr", std::vector<float>{static_cast<float>(opt.lr())});
+  for (auto& [name, buf] : opt.state()) ck.put_floats("optimizer." + name, buf);
+}
+
+void load_optimizer(const nn::Checkpoint& ck, Optimizer& opt) {
+  const std::string kind = ck.get_string("optimizer.kind");
+  if (kind != opt.kind()) {
+    throw nn::CheckpointError("checkpoint holds " + kind + " optimizer state, but this run uses " +
+                              opt.kind());
+  }
+  opt.set_steps(ck.get_i64("optimizer.steps"));
+  float lr = 0.0f;
+  ck.get_floats("optimizer.lr", std::span<float>(&lr, 1));
+  opt.set_lr(lr);
+  for (auto& [name, buf] : opt.state()) ck.get_floats("optimizer." + name, buf);
+}
+
 }  // namespace kolo

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "nn/checkpoint.h"
 #include "nn/params.h"
 
 namespace kolo {
@@ -94,5 +95,10 @@ class Adam : public Optimizer {
   AdamOptions opt_;
   std::vector<float> m_, v_;
 };
+
+// Sections "optimizer.*" of a checkpoint: kind, step count, rate and every state buffer.
+// load_optimizer throws nn::CheckpointError when the kind or a buffer's size differs.
+void save_optimizer(nn::Checkpoint& ck, Optimizer& opt);
+void load_optimizer(const nn::Checkpoint& ck, Optimizer& opt);
 
 }  // namespace kolo
