@@ -1,0 +1,54 @@
+// Whole-job scenarios that end the runtime, each run as its own mpirun by CTest, which
+// checks the output: kolo-test-scenario <name>.
+//   bad-env           a malformed KOLO_* value stops init() with a clear message
+//   shutdown-pending  rank 1 shuts down while rank 0 waits on a tensor only it submitted
+//   stall-shutdown    ranks submit different names; KOLO_STALL_SHUTDOWN_TIME_SECONDS ends it
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kolo/kolo.h"
+
+namespace {
+
+int report_failure(const kolo::Handle& h, const char* label) {
+  if (!h.wait_for(std::chrono::seconds(30))) {
+    std::printf("rank %d: %s: still waiting after 30 s\n", kolo::rank(), label);
+    return 1;
+  }
+  const kolo::Status& s = h.status();
+  std::printf("rank %d: %s: %s\n", kolo::rank(), label, s.is_ok() ? "UNEXPECTED SUCCESS" : s.message().c_str());
+  return s.is_ok() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string which = argc > 1 ? argv[1] : "";
+  try {
+    kolo::init(&argc, &argv);
+  } catch (const kolo::Error& e) {
+    std::printf("init refused: %s\n", e.what());
+    return which == "bad-env" ? 0 : 1;
+  }
+  int rc = 1;
+  std::vector<float> v(16, 1.0f);
+  if (which == "shutdown-pending") {
+    if (kolo::rank() == 0) {
+      rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), "orphan"), "PENDING-FAILED");
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      rc = 0;
+    }
+    if (kolo::rank() == 1) kolo::shutdown();
+  } else if (which == "stall-shutdown") {
+    const std::string name = kolo::rank() == 0 ? "lonely" : "elsewhere";
+    rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), name), "STALL-FAILED");
+  } else {
+    std::printf("unknown scenario '%s'\n", which.c_str());
+  }
+  kolo::shutdown();
+  return rc;
+}
