@@ -23,6 +23,14 @@ void assign(Map& c, const L& l, const R& r, float alpha, float beta) {
   }
 }
 
+// One thread unless set_num_threads() says otherwise: under mpirun every rank is a
+// process of its own, and OpenMP's default (all cores per process) oversubscribes the
+// machine — spinning OpenMP barriers then cost far more than the parallel product gains.
+const bool kSingleThreadedByDefault = [] {
+  Eigen::setNbThreads(1);
+  return true;
+}();
+
 }  // namespace
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,

@@ -12,7 +12,7 @@ namespace kolo::nn {
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
           int lda, const float* b, int ldb, float beta, float* c, int ldc);
 
-// Threads Eigen may use inside one product (OpenMP builds); 1 by default in kolo-train.
+// Threads Eigen may use inside one product (OpenMP builds); 1 until set otherwise.
 void set_num_threads(int n);
 int num_threads();
 

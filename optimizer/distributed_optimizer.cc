@@ -41,19 +41,26 @@ nn::GradReadyFn DistributedOptimizer::hook() {
 
 void DistributedOptimizer::submit(int index) {
   const auto& info = params_.info(index);
-  const double scale = options_.local_weight / options_.backward_passes_per_step;
   float* g = params_.grad(index);
   const std::string name = "grad." + info.name;
   Shape shape{static_cast<int64_t>(info.size)};
+  // 1/k is the same on every rank and travels as the collective's prescale. The rank's
+  // weight differs per rank, and kolo requires scale factors to agree across ranks, so it
+  // is applied here, before submission.
+  const double prescale = 1.0 / options_.backward_passes_per_step;
+  if (options_.local_weight != 1.0) {
+    const auto w = static_cast<float>(options_.local_weight);
+    for (size_t j = 0; j < info.size; ++j) g[j] *= w;
+  }
   if (options_.fp16_compression) {
     // Scale before compressing: the sum of k passes could overflow half's range.
     Half* h = half_.data() + info.offset;
-    for (size_t j = 0; j < info.size; ++j) h[j] = float_to_half(static_cast<float>(g[j] * scale));
+    for (size_t j = 0; j < info.size; ++j) h[j] = float_to_half(static_cast<float>(g[j] * prescale));
     handles_[static_cast<size_t>(index)] =
         allreduce_async(TensorView::of(h, shape), name, AllreduceOptions{ReduceOp::kAverage});
   } else {
     handles_[static_cast<size_t>(index)] = allreduce_async(
-        TensorView::of(g, shape), name, AllreduceOptions{ReduceOp::kAverage, scale, 1.0});
+        TensorView::of(g, shape), name, AllreduceOptions{ReduceOp::kAverage, prescale, 1.0});
   }
 }
 

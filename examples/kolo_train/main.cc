@@ -31,7 +31,7 @@ void add_flags(CLI::App& app, kolo::train::TrainOptions& o) {
   app.add_option("--log-interval", o.log_interval, "batches per progress line")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--backward-passes-per-step", o.backward_passes_per_step)->capture_default_str()->check(CLI::PositiveNumber);
   app.add_flag("--fp16-allreduce", o.fp16, "compress gradients to float16 for the allreduce");
-  app.add_option("--augment", o.augment, "auto | on | off (random crop + flip)")->capture_default_str();
+  app.add_option("--augment", o.augment, "auto | off | flip | crop-flip")->capture_default_str();
   app.add_option("--rank-weights", o.rank_weights, "relative speed of each rank (unequal batches)");
   app.add_option("--max-batches", o.max_batches, "stop each epoch after this many batches (0: all)")->capture_default_str();
   app.add_option("--synthetic-size", o.synthetic_size, "samples of the synthetic data set")->capture_default_str();

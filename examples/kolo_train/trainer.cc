@@ -232,6 +232,21 @@ nlohmann::json epoch_record(int epoch, const EpochStats& st, std::pair<double, d
   return e;
 }
 
+// auto: mirror images where that keeps their class (Fashion-MNIST, CIFAR-10: clothes and
+// objects, not digits), plus random crops for the ResNets, which over-fit without them.
+nn::Augment make_augment(const TrainOptions& o, const nn::Dataset& train) {
+  const bool mirrorable = o.dataset == "fashion-mnist" || o.dataset == "cifar10";
+  const int pad = std::max(2, train.sample_shape[1] / 8);
+  if (o.augment == "off") return {};
+  if (o.augment == "flip") return {true, 0};
+  if (o.augment == "crop-flip") return {true, pad};
+  if (o.augment != "auto") {
+    throw std::invalid_argument("unknown --augment \"" + o.augment + "\" (auto, off, flip, crop-flip)");
+  }
+  if (!mirrorable) return {};
+  return {true, o.model == "lenet" ? 0 : pad};
+}
+
 Run make_run(const TrainOptions& o) {
   Data data = load_data(o);
   auto model = nn::make_model(o.model, data.train.sample_shape, data.train.num_classes, o.seed);
@@ -242,9 +257,7 @@ Run make_run(const TrainOptions& o) {
   d.fp16_compression = o.fp16;
   d.local_weight = sampler.local_weight();
   auto opt = std::make_unique<DistributedOptimizer>(make_optimizer(o, model->params()), d);
-  const bool aug = o.augment == "on" || (o.augment == "auto" && o.model != "lenet" &&
-                                         o.dataset != "synthetic");
-  nn::Augment augment{aug, aug ? std::max(2, data.train.sample_shape[1] / 8) : 0};
+  nn::Augment augment = make_augment(o, data.train);
   return Run{o, std::move(data), std::move(model), std::move(opt), make_schedule(o),
              std::move(sampler), augment, 0};
 }

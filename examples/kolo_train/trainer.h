@@ -36,7 +36,7 @@ struct TrainOptions {
   int log_interval = 50;
   int backward_passes_per_step = 1;
   bool fp16 = false;
-  std::string augment = "auto";  // auto (on for ResNets), on, off
+  std::string augment = "auto";  // auto, off, flip, crop-flip (see make_augment)
   std::vector<double> rank_weights;
   int64_t max_batches = 0;       // per epoch; 0: all (throughput runs on synthetic data)
   int64_t synthetic_size = 10240;

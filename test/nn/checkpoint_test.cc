@@ -107,6 +107,7 @@ TEST_CASE("Damaged checkpoints are refused with what is wrong", "[checkpoint][er
   SECTION("one flipped byte") {
     auto bad = good;
     bad[bad.size() / 2] ^= 0x40;
+    write_bytes(path, bad);
     CHECK_THROWS_WITH(Checkpoint::read_file(path.string()), Catch::Contains("checksum mismatch"));
   }
   SECTION("not a checkpoint") {
@@ -116,6 +117,7 @@ TEST_CASE("Damaged checkpoints are refused with what is wrong", "[checkpoint][er
   SECTION("future version") {
     auto bad = good;
     bad[8] = 2;
+    write_bytes(path, bad);
     CHECK_THROWS_WITH(Checkpoint::read_file(path.string()), Catch::Contains("format version 2 is not supported"));
   }
 }
@@ -125,7 +127,7 @@ TEST_CASE("Checkpoints of another model or optimizer are refused", "[checkpoint]
   Trainee t("sgd", 1);
   t.save(path);
   const auto ck = Checkpoint::read_file(path.string());
-  auto lenet = make_model("lenet", {1, 10, 10}, 10, 1);
+  auto lenet = make_model("lenet", {1, 16, 16}, 10, 1);
   CHECK_THROWS_WITH(load_model(ck, *lenet), Catch::Contains("checkpoint is for model resnet20") &&
                                                 Catch::Contains("this run builds lenet"));
   auto wider = make_model("resnet20", {1, 10, 10}, 12, 1);

@@ -79,7 +79,7 @@ TEST_CASE("Backward reports every parameter exactly once, last layer first", "[m
   CHECK(order.size() == m->params().count());
   CHECK(std::set<int>(order.begin(), order.end()).size() == order.size());
   CHECK(m->params().info(order.front()).name == "fc.weight");
-  CHECK(m->params().info(order.back()).name == "bn1.bias");
+  CHECK(m->params().info(order.back()).name == "conv1.weight");
 }
 
 TEST_CASE("Same seed gives the same model; another seed a different one", "[models]") {

@@ -50,7 +50,8 @@ TEST_CASE("SGD, momentum, Nesterov and weight decay match hand-computed steps", 
     sgd.step();  // buf = 0.95; update 0.5 + 0.855
     CHECK(f.p(0) == Approx(0.905 - 0.1355));
   }
-  CHECK_THROWS_WITH(kolo::SGD(Fixture().store, {0.1, 0.0, 0.0, true}), Catch::Contains("Nesterov needs momentum"));
+  Fixture f;
+  CHECK_THROWS_WITH(kolo::SGD(f.store, {0.1, 0.0, 0.0, true}), Catch::Contains("Nesterov needs momentum"));
 }
 
 TEST_CASE("Adam and AdamW match hand-computed steps", "[optimizer]") {
