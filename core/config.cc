@@ -21,7 +21,8 @@ const std::set<std::string>& known_names() {
       "KOLO_FUSION_THRESHOLD",         "KOLO_CYCLE_TIME",
       "KOLO_CPU_CHUNK_BYTES",          "KOLO_CPU_OPERATIONS",
       "KOLO_LOG_LEVEL",                "KOLO_STALL_CHECK_TIME_SECONDS",
-      "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_TEST_RANKS_PER_HOST"};
+      "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_TEST_RANKS_PER_HOST",
+      "KOLO_TIMELINE",                 "KOLO_TIMELINE_MARK_CYCLES"};
   return names;
 }
 
@@ -105,6 +106,11 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e6)
       return bad_value("KOLO_TEST_RANKS_PER_HOST", *v, "a whole number of ranks per host (0 = real hosts)");
     c.ranks_per_host_override = static_cast<int>(d);
+  }
+  if (auto v = lookup("KOLO_TIMELINE")) c.timeline_path = *v;
+  if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");
+    c.timeline_mark_cycles = *v == "1";
   }
   *out = c;
   return Status::ok();

@@ -37,6 +37,9 @@ struct Config {
   double stall_shutdown_seconds = 0.0;   // KOLO_STALL_SHUTDOWN_TIME_SECONDS
   // Test hook: pretend every `n` consecutive ranks share a host (0 = real hosts).
   int ranks_per_host_override = 0;       // KOLO_TEST_RANKS_PER_HOST
+  // Rank 0 writes a Chrome trace here (empty = off).
+  std::string timeline_path;             // KOLO_TIMELINE
+  bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
 
   using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
   // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.

@@ -136,6 +136,7 @@ std::vector<uint8_t> encode(const RequestList& list) {
   w.u8(kRequestMagic);
   w.u8(kVersion);
   w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.shutdown_ack ? 2 : 0)));
+  w.str(list.shutdown_reason);
   w.pod<uint32_t>(static_cast<uint32_t>(list.requests.size()));
   for (const Request& q : list.requests) {
     w.pod(q.rank);
@@ -180,10 +181,10 @@ Status decode(const uint8_t* data, size_t size, RequestList* out) {
   Reader r(data, size);
   uint8_t magic, version, flags;
   uint32_t n;
-  if (!r.u8(&magic) || magic != kRequestMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
-      flags > 3 || !r.count(&n, 20))
-    return corrupt("request", r);
   RequestList list;
+  if (!r.u8(&magic) || magic != kRequestMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
+      flags > 3 || !r.str(&list.shutdown_reason) || !r.count(&n, 20))
+    return corrupt("request", r);
   list.shutdown = flags & 1;
   list.shutdown_ack = flags & 2;
   list.requests.resize(n);

@@ -40,6 +40,7 @@ struct RequestList {
   std::vector<Request> requests;
   bool shutdown = false;      // this rank asks the job's runtime to stop
   bool shutdown_ack = false;  // this rank saw rank 0's shutdown and sends nothing more
+  std::string shutdown_reason;  // why this rank asks (empty: an ordinary kolo::shutdown())
   bool operator==(const RequestList&) const = default;
 };
 

@@ -35,6 +35,7 @@ TEST_CASE("request lists survive encode/decode unchanged", "[codec]") {
     for (int i = 0; i < trial; ++i) list.requests.push_back(random_request(rng, i));
     list.shutdown = trial % 3 == 0;
     list.shutdown_ack = trial % 4 == 0;
+    if (list.shutdown) list.shutdown_reason = "rank " + std::to_string(trial) + " received SIGTERM";
     auto bytes = encode(list);
     RequestList back;
     REQUIRE(decode(bytes.data(), bytes.size(), &back).is_ok());

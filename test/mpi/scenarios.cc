@@ -3,7 +3,12 @@
 //   bad-env           a malformed KOLO_* value stops init() with a clear message
 //   shutdown-pending  rank 1 shuts down while rank 0 waits on a tensor only it submitted
 //   stall-shutdown    ranks submit different names; KOLO_STALL_SHUTDOWN_TIME_SECONDS ends it
+//   exception         rank 1 dies of an uncaught exception while rank 0 waits on it
+//   sigterm           rank 1 receives SIGTERM while rank 0 waits on it
+//   sigkill           rank 1 is killed (SIGKILL) mid-run; the job must end, naming it
 #include <chrono>
+#include <csignal>
+#include <stdexcept>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -46,6 +51,15 @@ int main(int argc, char** argv) {
   } else if (which == "stall-shutdown") {
     const std::string name = kolo::rank() == 0 ? "lonely" : "elsewhere";
     rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), name), "STALL-FAILED");
+  } else if (which == "exception" || which == "sigterm" || which == "sigkill") {
+    if (kolo::rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (which == "exception") throw std::runtime_error("boom");
+      std::raise(which == "sigterm" ? SIGTERM : SIGKILL);
+      std::this_thread::sleep_for(std::chrono::seconds(20));  // "computing" until the signal ends us
+      return 1;
+    }
+    rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), "waits-for-rank-1"), "PEER-LOST");
   } else {
     std::printf("unknown scenario '%s'\n", which.c_str());
   }
