@@ -18,7 +18,7 @@ struct TrainOptions {
   std::string model = "lenet";
   std::string dataset = "fashion-mnist";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int epochs = 12;
+  int epochs = 15;
   int batch_size = 64;  // per rank
   double lr = 0.05;
   double momentum = 0.9;
