@@ -23,7 +23,9 @@ const std::set<std::string>& known_names() {
       "KOLO_LOG_LEVEL",                "KOLO_STALL_CHECK_TIME_SECONDS",
       "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_TEST_RANKS_PER_HOST",
       "KOLO_TIMELINE",                 "KOLO_TIMELINE_MARK_CYCLES",
-      "KOLO_GPU_OPERATIONS"};
+      "KOLO_GPU_OPERATIONS",           "KOLO_AUTOTUNE",
+      "KOLO_AUTOTUNE_LOG",             "KOLO_AUTOTUNE_SAMPLES",
+      "KOLO_AUTOTUNE_WINDOW"};
   return names;
 }
 
@@ -118,6 +120,22 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");
     c.timeline_mark_cycles = *v == "1";
   }
+  if (auto v = lookup("KOLO_AUTOTUNE")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_AUTOTUNE", *v, "0 or 1");
+    c.autotune = *v == "1";
+  }
+  if (auto v = lookup("KOLO_AUTOTUNE_LOG")) c.autotune_log = *v;
+  auto count = [&](const char* name, int* field) -> Status {
+    auto v = lookup(name);
+    if (!v) return Status::ok();
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d < 1 || d > 1e6)
+      return bad_value(name, *v, "a whole number from 1 to 1000000");
+    *field = static_cast<int>(d);
+    return Status::ok();
+  };
+  KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples));
+  KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_WINDOW", &c.autotune_window));
   *out = c;
   return Status::ok();
 }

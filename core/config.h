@@ -42,6 +42,11 @@ struct Config {
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
+  // Online tuning of fusion threshold, cycle time and chunk size (core/autotune.h).
+  bool autotune = false;                 // KOLO_AUTOTUNE
+  std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
+  int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried
+  int autotune_window = 20;              // KOLO_AUTOTUNE_WINDOW: response lists per sample
 
   using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
   // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.

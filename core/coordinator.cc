@@ -30,9 +30,49 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       queue_(queue),
       topo_(backend.topology()),
       timeline_(timeline && timeline->enabled() ? timeline : nullptr),
-      table_(topo_.size) {
+      table_(topo_.size),
+      fusion_threshold_(config.fusion_threshold_bytes),
+      max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)) {
   if (timeline_)
     for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
+  if (config.autotune && topo_.rank == 0) {
+    AutotuneOptions o;
+    o.initial = AutotuneParams::make(config.fusion_threshold_bytes, config.cycle_time_ms, config.cpu_chunk_bytes);
+    o.max_samples = config.autotune_samples;
+    o.records_per_sample = config.autotune_window;
+    o.warmup_samples = std::min(o.warmup_samples, std::max(0, o.max_samples - 1));
+    tuner_ = std::make_unique<Autotuner>(o);
+    last_record_ = Clock::now();
+    if (!config.autotune_log.empty()) {
+      autotune_log_.open(config.autotune_log, std::ios::out | std::ios::trunc);
+      if (autotune_log_) autotune_log_ << Autotuner::csv_header() << "\n" << std::flush;
+      else KOLO_LOG(LogLevel::kWarning, "KOLO_AUTOTUNE_LOG=\"" << config.autotune_log << "\": cannot write");
+    }
+  }
+}
+
+void Coordinator::tune_after(const ResponseList& list) {
+  uint64_t bytes = 0;
+  for (const Response& r : list.responses)
+    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);
+  if (bytes == 0 || tuner_->done()) return;
+  const auto now = Clock::now();
+  tuner_->record(bytes, std::chrono::duration<double>(now - last_record_).count());
+  last_record_ = now;
+  if (auto p = tuner_->take_new_params()) pending_params_ = p;
+  for (const auto& row : tuner_->take_new_rows())
+    if (autotune_log_) autotune_log_ << row << "\n" << std::flush;
+  if (tuner_->done() && !pending_params_)
+    KOLO_LOG(LogLevel::kInfo, "autotune done: fusion threshold " << tuner_->current().fusion_threshold_bytes()
+                                  << " B, cycle " << tuner_->current().cycle_time_ms() << " ms, chunk "
+                                  << tuner_->current().cpu_chunk_bytes() << " B");
+}
+
+void Coordinator::apply_params(const ResponseList& list) {
+  if (!list.has_params) return;
+  fusion_threshold_ = static_cast<size_t>(list.fusion_threshold_bytes);
+  max_sleep_us_ = std::max<int64_t>(1, static_cast<int64_t>(list.cycle_time_ms * 1000.0));
+  for (Executor* e : backend_.executors()) e->set_cpu_chunk_bytes(static_cast<size_t>(list.cpu_chunk_bytes));
 }
 
 Status Coordinator::add_request(const Request& q) {
@@ -84,7 +124,6 @@ void Coordinator::stop(const Status& reason) {
 
 void Coordinator::loop() {
   auto last_activity = Clock::now();
-  const auto max_sleep = microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000.0));
   while (running_) {
     if (int sig = g_pending_signal.load(); sig != 0 && !shutdown_requested_)
       request_shutdown("rank " + std::to_string(topo_.rank) + " received signal " + std::to_string(sig) + " (" +
@@ -110,7 +149,9 @@ void Coordinator::loop() {
     if (idle < kSpinWindow) {
       std::this_thread::yield();
     } else {
-      auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), kMinSleep, max_sleep);
+      const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
+      auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),
+                              max_sleep);
       queue_.wait_for_work(sleep);
     }
   }
@@ -160,13 +201,22 @@ Status Coordinator::root_cycle(bool* activity) {
     }
     if (!ready.empty()) timeline_->cycle_mark();
   }
-  if (!ready.empty() || shutdown) {
+  if (!ready.empty() || shutdown || pending_params_) {
     ResponseList list;
-    list.responses = fuse_responses(std::move(ready), config_.fusion_threshold_bytes);
+    list.responses = fuse_responses(std::move(ready), fusion_threshold_);
     list.shutdown = shutdown;
     list.shutdown_reason = reason;
+    if (pending_params_) {
+      list.has_params = true;
+      list.fusion_threshold_bytes = pending_params_->fusion_threshold_bytes();
+      list.cycle_time_ms = pending_params_->cycle_time_ms();
+      list.cpu_chunk_bytes = pending_params_->cpu_chunk_bytes();
+      pending_params_.reset();
+    }
     if (topo_.size > 1) KOLO_RETURN_IF_ERROR(backend_.channel().send_to_all(encode(list)));
     KOLO_RETURN_IF_ERROR(execute_list(list));
+    apply_params(list);
+    if (tuner_) tune_after(list);
     *activity = true;
     if (shutdown) {
       root_drain_acks();
@@ -199,6 +249,7 @@ Status Coordinator::worker_cycle(bool* activity) {
     ResponseList list;
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
     KOLO_RETURN_IF_ERROR(execute_list(list));
+    apply_params(list);
     if (list.shutdown) {
       RequestList ack;
       ack.shutdown_ack = true;

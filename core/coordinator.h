@@ -12,11 +12,14 @@
 #pragma once
 
 #include <atomic>
+#include <fstream>
+#include <optional>
 #include <mutex>
 #include <memory>
 #include <set>
 #include <thread>
 
+#include "core/autotune.h"
 #include "core/backend.h"
 #include "core/config.h"
 #include "core/negotiation.h"
@@ -52,6 +55,9 @@ class Coordinator {
   void root_drain_acks();
   void stop(const Status& reason);
   Status add_request(const Request& q);
+  // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
+  void tune_after(const ResponseList& list);
+  void apply_params(const ResponseList& list);
 
   // Constant after construction.
   const Config config_;
@@ -65,6 +71,12 @@ class Coordinator {
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
   bool shutdown_sent_ = false;
+  size_t fusion_threshold_;                       // rank 0 decides fusion; autotune may change it
+  std::atomic<int64_t> max_sleep_us_;             // longest idle sleep (KOLO_CYCLE_TIME)
+  std::unique_ptr<Autotuner> tuner_;              // rank 0 with KOLO_AUTOTUNE=1
+  std::optional<AutotuneParams> pending_params_;  // rank 0: to carry on the next list
+  std::chrono::steady_clock::time_point last_record_;
+  std::ofstream autotune_log_;
 
   // Written by the coordinator thread, read by stats() from any thread.
   std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};

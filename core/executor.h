@@ -26,6 +26,10 @@ class Executor {
   virtual bool accepts(const Response& response) const = 0;
   virtual Status execute(const Response& response, std::vector<TensorEntry>& entries) = 0;
 
+  // Autotune: the size of the pieces CPU reductions are cut into changes. Called on every
+  // rank between the same two response lists. Executors that do not chunk ignore it.
+  virtual void set_cpu_chunk_bytes(size_t /*bytes*/) {}
+
   // Rank 0's timeline, when enabled; executors report their phases through phase().
   void set_timeline(Timeline* t) { timeline_ = t; }
 

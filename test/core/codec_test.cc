@@ -64,6 +64,10 @@ TEST_CASE("response lists survive encode/decode unchanged", "[codec]") {
   g.sizes = {3, 0, 5};
   g.device = Device::gpu(2);
   list.responses = {a, e, g};
+  list.has_params = true;
+  list.fusion_threshold_bytes = 8u << 20;
+  list.cycle_time_ms = 0.25;
+  list.cpu_chunk_bytes = 512u << 10;
   auto bytes = encode(list);
   ResponseList back;
   REQUIRE(decode(bytes.data(), bytes.size(), &back).is_ok());
