@@ -25,7 +25,7 @@ const std::set<std::string>& known_names() {
       "KOLO_TIMELINE",                 "KOLO_TIMELINE_MARK_CYCLES",
       "KOLO_GPU_OPERATIONS",           "KOLO_AUTOTUNE",
       "KOLO_AUTOTUNE_LOG",             "KOLO_AUTOTUNE_SAMPLES",
-      "KOLO_AUTOTUNE_WINDOW"};
+      "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY"};
   return names;
 }
 
@@ -134,6 +134,12 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     *field = static_cast<int>(d);
     return Status::ok();
   };
+  if (auto v = lookup("KOLO_CACHE_CAPACITY")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e8)
+      return bad_value("KOLO_CACHE_CAPACITY", *v, "a whole number of entries (0 = off)");
+    c.cache_capacity = static_cast<size_t>(d);
+  }
   KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples));
   KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_WINDOW", &c.autotune_window));
   *out = c;

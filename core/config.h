@@ -43,6 +43,8 @@ struct Config {
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
   // Online tuning of fusion threshold, cycle time and chunk size (core/autotune.h).
+  // Requests seen before travel as ids (core/response_cache.h); 0 = off.
+  size_t cache_capacity = 1024;          // KOLO_CACHE_CAPACITY
   bool autotune = false;                 // KOLO_AUTOTUNE
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
   int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried

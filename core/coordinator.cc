@@ -31,6 +31,7 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       topo_(backend.topology()),
       timeline_(timeline && timeline->enabled() ? timeline : nullptr),
       table_(topo_.size),
+      cache_(config.cache_capacity),
       fusion_threshold_(config.fusion_threshold_bytes),
       max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)) {
   if (timeline_)
@@ -184,6 +185,15 @@ Status Coordinator::root_cycle(bool* activity) {
     RequestList list;
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
     for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(add_request(q));
+    for (uint32_t id : list.cached) {
+      const Request* known = cache_.get(id);
+      if (!known)
+        return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
+                                std::to_string(id) + ", which rank 0 does not have");
+      Request q = *known;
+      q.rank = source;
+      KOLO_RETURN_IF_ERROR(add_request(q));
+    }
     if (list.shutdown && !shutdown) {
       shutdown = true;
       reason = !list.shutdown_reason.empty()
@@ -230,13 +240,16 @@ Status Coordinator::root_cycle(bool* activity) {
 
 Status Coordinator::worker_cycle(bool* activity) {
   RequestList out;
-  out.requests = queue_.take_requests();
+  for (Request& q : queue_.take_requests()) {
+    if (auto id = cache_.find(q)) out.cached.push_back(*id);
+    else out.requests.push_back(std::move(q));
+  }
   if (shutdown_requested_ && !shutdown_sent_) {
     out.shutdown = true;
     out.shutdown_reason = take_reason();
     shutdown_sent_ = true;
   }
-  if (!out.requests.empty() || out.shutdown) {
+  if (!out.requests.empty() || !out.cached.empty() || out.shutdown) {
     KOLO_RETURN_IF_ERROR(backend_.channel().send_to_root(encode(out)));
     *activity = true;
   }
@@ -364,6 +377,8 @@ void Coordinator::execute_one(const Response& r) {
     collectives_.fetch_add(1, std::memory_order_relaxed);
   }
   tensors_.fetch_add(entries.size(), std::memory_order_relaxed);
+  if (s.is_ok() && cache_.enabled())
+    for (const auto& e : entries) cache_.remember(e.request);
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);
   for (auto& e : entries) e.handle->complete(s);

@@ -23,6 +23,7 @@
 #include "core/backend.h"
 #include "core/config.h"
 #include "core/negotiation.h"
+#include "core/response_cache.h"
 #include "core/tensor_queue.h"
 #include "kolo/runtime.h"
 
@@ -68,6 +69,7 @@ class Coordinator {
 
   // Coordinator thread only.
   MessageTable table_;  // rank 0 only
+  ResponseCache cache_;  // identical on every rank (core/response_cache.h)
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
   bool shutdown_sent_ = false;

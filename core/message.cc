@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -151,6 +151,8 @@ std::vector<uint8_t> encode(const RequestList& list) {
     w.str(q.name);
     w.u8(q.duplicate ? 1 : 0);
   }
+  w.pod<uint32_t>(static_cast<uint32_t>(list.cached.size()));
+  for (uint32_t id : list.cached) w.pod(id);
   return w.take();
 }
 
@@ -195,6 +197,10 @@ Status decode(const uint8_t* data, size_t size, RequestList* out) {
   list.requests.resize(n);
   for (auto& q : list.requests)
     if (!get_request(r, &q)) return corrupt("request", r);
+  uint32_t ncached;
+  if (!r.count(&ncached, 4)) return corrupt("request", r);
+  list.cached.resize(ncached);
+  for (auto& id : list.cached) r.pod(&id);
   if (!r.at_end()) return corrupt("request", r);
   *out = std::move(list);
   return Status::ok();

@@ -41,6 +41,8 @@ struct RequestList {
   bool shutdown = false;      // this rank asks the job's runtime to stop
   bool shutdown_ack = false;  // this rank saw rank 0's shutdown and sends nothing more
   std::string shutdown_reason;  // why this rank asks (empty: an ordinary kolo::shutdown())
+  // Requests rank 0 already knows, by response-cache id (core/response_cache.h).
+  std::vector<uint32_t> cached;
   bool operator==(const RequestList&) const = default;
 };
 

@@ -50,7 +50,27 @@ std::string describe_disagreement(const char* attribute, const std::vector<std::
   return s;
 }
 
-MessageTable::MessageTable(int world_size) : size_(world_size) {}
+MessageTable::MessageTable(int world_size) : size_(world_size) { slots_.reserve(1024); }
+
+namespace {
+
+// Whether `b` agrees with `a` on everything negotiation checks: decided without building any
+// text (the descriptive comparison runs only on disagreement).
+bool agrees(const Request& a, const Request& b) {
+  if (a.kind != b.kind || a.dtype != b.dtype || a.device.kind != b.device.kind) return false;
+  switch (a.kind) {
+    case OpKind::kAllreduce:
+      return a.reduce_op == b.reduce_op && a.shape == b.shape && a.prescale == b.prescale &&
+             a.postscale == b.postscale;
+    case OpKind::kBroadcast: return a.root == b.root && a.shape == b.shape;
+    case OpKind::kAllgather:
+      return a.shape.size() == b.shape.size() && !a.shape.empty() &&
+             std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1);
+  }
+  return false;
+}
+
+}  // namespace
 
 Status MessageTable::add(const Request& q, Clock::time_point now, bool* first) {
   if (q.rank < 0 || q.rank >= size_)
@@ -59,8 +79,7 @@ Status MessageTable::add(const Request& q, Clock::time_point now, bool* first) {
   if (first) *first = inserted;
   Slot& slot = it->second;
   if (inserted) {
-    slot.by_rank.resize(size_);
-    slot.have.assign(size_, false);
+    slot.have.assign(static_cast<size_t>(size_), false);
     slot.first_seen = now;
   }
   if (q.duplicate || slot.have[q.rank]) {
@@ -68,13 +87,19 @@ Status MessageTable::add(const Request& q, Clock::time_point now, bool* first) {
     if (slot.poison.empty())
       slot.poison = quoted(q) + ": submitted twice on rank " + std::to_string(q.rank) +
                     " while the first was still in flight (names must be unique among pending collectives)";
-    if (slot.have[q.rank]) return Status::ok();
+    return Status::ok();
   }
-  if (!q.duplicate) {
-    slot.by_rank[q.rank] = q;
-    slot.have[q.rank] = true;
-    if (++slot.count == size_) completed_.push_back(q.name);
+  slot.have[q.rank] = true;
+  if (slot.count == 0) {
+    slot.first = q;
+  } else if (!agrees(slot.first, q)) {
+    slot.odd.emplace_back(q.rank, q);
   }
+  if (q.kind == OpKind::kAllgather && !q.shape.empty()) {
+    if (slot.first_dims.empty()) slot.first_dims.assign(static_cast<size_t>(size_), 0);
+    slot.first_dims[q.rank] = q.shape[0];
+  }
+  if (++slot.count == size_) completed_.push_back(q.name);
   return Status::ok();
 }
 
@@ -91,8 +116,7 @@ std::vector<Response> MessageTable::take_ready() {
 }
 
 Response MessageTable::build(const std::string& name, Slot& slot) const {
-  const auto& reqs = slot.by_rank;
-  const Request& first = reqs[0];
+  const Request& first = slot.first;
   Response r;
   r.names = {name};
   r.dtype = first.dtype;
@@ -108,7 +132,39 @@ Response MessageTable::build(const std::string& name, Slot& slot) const {
     return r;
   };
   if (!slot.poison.empty()) return fail(slot.poison);
+  if (slot.odd.empty()) {
+    switch (first.kind) {
+      case OpKind::kAllreduce:
+        r.type = Response::Type::kAllreduce;
+        r.sizes = {num_elements(first.shape)};
+        return r;
+      case OpKind::kBroadcast:
+        if (first.root < 0 || first.root >= size_) break;  // the descriptive path explains
+        r.type = Response::Type::kBroadcast;
+        r.sizes = {num_elements(first.shape)};
+        return r;
+      case OpKind::kAllgather:
+        r.type = Response::Type::kAllgather;
+        r.sizes = slot.first_dims;
+        return r;
+    }
+  }
+  // Disagreement (or a bad root): rebuild every rank's request to describe it.
+  // Ranks that agree with the first differ from it at most in allgather's first dimension.
+  std::vector<Request> reqs(static_cast<size_t>(size_), first);
+  for (int rk = 0; rk < size_; ++rk)
+    if (!slot.first_dims.empty() && !reqs[rk].shape.empty()) reqs[rk].shape[0] = slot.first_dims[rk];
+  for (auto& [rank, q] : slot.odd) reqs[static_cast<size_t>(rank)] = q;
+  return describe(name, reqs, r);
+}
 
+Response MessageTable::describe(const std::string& name, const std::vector<Request>& reqs, Response r) const {
+  const Request& first = reqs[0];
+  auto fail = [&](const std::string& what) {
+    r.type = Response::Type::kError;
+    r.error = what;
+    return r;
+  };
   // Compare one attribute across ranks; the first that differs becomes the error.
   auto check = [&](const char* attribute, auto&& text_of) -> std::string {
     std::vector<std::string> values;
@@ -169,11 +225,10 @@ std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds
   for (const auto& [name, slot] : slots_) {
     double waited = std::chrono::duration<double>(now - slot.first_seen).count();
     if (waited < min_wait_seconds || slot.count == size_) continue;
-    Pending p{name, OpKind::kAllreduce, {}, {}, waited};
+    Pending p{name, slot.first.kind, {}, {}, waited};
     for (int r = 0; r < size_; ++r) {
       if (slot.have[r]) {
         p.ready_ranks.push_back(r);
-        p.kind = slot.by_rank[r].kind;
       } else {
         p.missing_ranks.push_back(r);
       }

@@ -42,14 +42,21 @@ class MessageTable {
   size_t num_pending() const { return slots_.size(); }
 
  private:
+  // Per name. The common case — every rank agrees — keeps one Request, not one per rank:
+  // only requests that differ from the first are stored (in `odd`), and allgather's first
+  // dimensions per rank.
   struct Slot {
-    std::vector<Request> by_rank;  // index = rank; valid where `have` is set
-    std::vector<bool> have;
+    Request first;
+    std::vector<bool> have;  // index = rank
+    std::vector<std::pair<int, Request>> odd;
+    std::vector<int64_t> first_dims;  // allgather: shape[0] by rank
     int count = 0;
     std::string poison;  // non-empty: the collective fails with this message
     Clock::time_point first_seen;
   };
   Response build(const std::string& name, Slot& slot) const;
+  // The error for ranks that disagree: `reqs` holds every rank's request.
+  Response describe(const std::string& name, const std::vector<Request>& reqs, Response r) const;
 
   int size_;
   std::unordered_map<std::string, Slot> slots_;

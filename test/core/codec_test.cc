@@ -35,6 +35,7 @@ TEST_CASE("request lists survive encode/decode unchanged", "[codec]") {
     for (int i = 0; i < trial; ++i) list.requests.push_back(random_request(rng, i));
     list.shutdown = trial % 3 == 0;
     list.shutdown_ack = trial % 4 == 0;
+    for (int c = 0; c < trial % 7; ++c) list.cached.push_back(static_cast<uint32_t>(rng()));
     if (list.shutdown) list.shutdown_reason = "rank " + std::to_string(trial) + " received SIGTERM";
     auto bytes = encode(list);
     RequestList back;

@@ -1,0 +1,36 @@
+#include "core/response_cache.h"
+
+namespace kolo {
+namespace {
+
+// Equal in everything negotiation compares (the device's ordinal may differ across ranks).
+bool same_signature(const Request& a, const Request& b) {
+  return a.kind == b.kind && a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.shape == b.shape &&
+         a.root == b.root && a.prescale == b.prescale && a.postscale == b.postscale &&
+         a.device.kind == b.device.kind;
+}
+
+}  // namespace
+
+std::optional<uint32_t> ResponseCache::find(const Request& q) const {
+  if (!cacheable(q)) return std::nullopt;
+  auto it = ids_.find(q.name);
+  if (it == ids_.end() || !same_signature(entries_[it->second], q)) return std::nullopt;
+  return it->second;
+}
+
+const Request* ResponseCache::get(uint32_t id) const { return id < entries_.size() ? &entries_[id] : nullptr; }
+
+void ResponseCache::remember(const Request& q) {
+  if (!enabled() || !cacheable(q)) return;
+  auto it = ids_.find(q.name);
+  if (it != ids_.end()) {
+    entries_[it->second] = q;  // a changed signature replaces the old one under the same id
+    return;
+  }
+  if (entries_.size() >= capacity_) return;
+  ids_.emplace(q.name, static_cast<uint32_t>(entries_.size()));
+  entries_.push_back(q);
+}
+
+}  // namespace kolo

@@ -1,0 +1,54 @@
+// core/response_cache.h — lets a rank name a collective it submitted before by a small id
+// instead of resending its whole request.
+//
+// Every rank keeps an identical cache: after executing each successful allreduce or
+// broadcast, it remembers the request (name and signature: kind, dtype, shape, reduce op,
+// root, scales, device kind) in the order the tensors appear in rank 0's response lists,
+// which is the same everywhere — so ids agree without any message. A rank whose new request
+// matches its cached signature sends only the id; rank 0 rebuilds the request from its own
+// copy. Anything else (a new name, a changed shape, a duplicate) travels in full.
+// Allgather is never cached: its first dimension differs per rank.
+//
+// Why ids and not Horovod's per-cycle bit vector: kolo's ranks do not negotiate in lockstep
+// cycles (docs/runtime.md), so a collective bitwise AND each cycle would bring the lockstep
+// back. An id per submission keeps rank 0 event-driven and still removes the names, shapes
+// and validation from the common path.
+//
+// Capacity: KOLO_CACHE_CAPACITY entries (0 = off); once full, new names are not added.
+// Thread safety: none; owned by the coordinator thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/message.h"
+
+namespace kolo {
+
+class ResponseCache {
+ public:
+  explicit ResponseCache(size_t capacity) : capacity_(capacity) {}
+  bool enabled() const { return capacity_ > 0; }
+  size_t size() const { return entries_.size(); }
+
+  // The id under which `q` (same name and signature) is cached, if any.
+  std::optional<uint32_t> find(const Request& q) const;
+  // The request cached under `id`, or nullptr for an unknown id.
+  const Request* get(uint32_t id) const;
+  // Records `q` after its collective succeeded. Call in response-list order on every rank.
+  void remember(const Request& q);
+
+  static bool cacheable(const Request& q) {
+    return q.kind != OpKind::kAllgather && !q.duplicate;
+  }
+
+ private:
+  size_t capacity_;
+  std::unordered_map<std::string, uint32_t> ids_;
+  std::vector<Request> entries_;
+};
+
+}  // namespace kolo
