@@ -10,12 +10,29 @@
 
 #include <vector>
 
+#include "core/handle_state.h"
 #include "core/message.h"
 #include "core/timeline.h"
 #include "core/tensor_queue.h"
 #include "kolo/status.h"
 
 namespace kolo {
+
+// Allgather: sizes the handle's output tensor from the response (the rows of every rank,
+// in rank order) and returns the bytes of one row; `*total_rows` gets the row count.
+inline size_t prepare_allgather_output(const Response& r, TensorEntry& e, int64_t* total_rows) {
+  const Shape& shape = e.view.shape;
+  const size_t row_bytes =
+      static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end()))) * dtype_size(r.dtype);
+  *total_rows = 0;
+  for (int64_t s : r.sizes) *total_rows += s;
+  Tensor& out = e.handle->gathered;
+  out.dtype = r.dtype;
+  out.shape = shape;
+  out.shape[0] = *total_rows;
+  out.bytes.resize(static_cast<size_t>(*total_rows) * row_bytes);
+  return row_bytes;
+}
 
 class Executor {
  public:

@@ -97,16 +97,9 @@ Status MpiExecutor::broadcast(const Response& r, std::vector<TensorEntry>& entri
 
 Status MpiExecutor::allgather(const Response& r, std::vector<TensorEntry>& entries) {
   TensorEntry& e = entries.at(0);
-  const Shape& shape = e.view.shape;
-  const int64_t row_elems = num_elements(Shape(shape.begin() + 1, shape.end()));
-  const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(r.dtype);
   int64_t total_rows = 0;
-  for (int64_t s : r.sizes) total_rows += s;
+  const size_t row_bytes = prepare_allgather_output(r, e, &total_rows);
   Tensor& out = e.handle->gathered;
-  out.dtype = r.dtype;
-  out.shape = shape;
-  out.shape[0] = total_rows;
-  out.bytes.resize(static_cast<size_t>(total_rows) * row_bytes);
   if (row_bytes == 0 || total_rows == 0) return Status::ok();
   if (row_bytes > static_cast<size_t>(INT_MAX) || total_rows > INT_MAX)
     return Status::invalid_argument("allgather \"" + r.names[0] + "\": too large for one MPI_Allgatherv");

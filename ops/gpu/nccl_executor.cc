@@ -214,15 +214,9 @@ Status NcclExecutor::broadcast(const Response& r, std::vector<TensorEntry>& entr
 // handle's host Tensor (kolo's allgather API returns a CPU tensor).
 Status NcclExecutor::allgather(const Response& r, std::vector<TensorEntry>& entries) {
   TensorEntry& e = entries.at(0);
-  const Shape& shape = e.view.shape;
-  const size_t row_bytes = static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end()))) * dtype_size(r.dtype);
   int64_t total_rows = 0;
-  for (int64_t s : r.sizes) total_rows += s;
+  const size_t row_bytes = prepare_allgather_output(r, e, &total_rows);
   Tensor& out = e.handle->gathered;
-  out.dtype = r.dtype;
-  out.shape = shape;
-  out.shape[0] = total_rows;
-  out.bytes.resize(static_cast<size_t>(total_rows) * row_bytes);
   if (out.bytes.empty()) return Status::ok();
   KOLO_RETURN_IF_ERROR(gather_.reserve(out.bytes.size()));
   auto* dst = static_cast<std::byte*>(gather_.data());
