@@ -113,6 +113,9 @@ nmodels=$(echo $models | wc -w)
   echo "set multiplot layout 1,$nmodels title \"$title\" font ',11'"
   echo "set style fill solid 0.75 border -1"
   echo "set boxwidth 0.6"
+  # Throughput labels sit at the foot of their bar, in an opaque box (readable on hatching),
+  # away from the efficiency labels beside the line.
+  echo "set style textbox opaque noborder"
   echo "set xrange [-0.6:$(( $(echo $nps | wc -w) - 1 )).6]"
   echo "set yrange [0:*]"
   echo "set y2range [0:125]"
@@ -132,9 +135,9 @@ nmodels=$(echo $models | wc -w)
     echo "set title '$model, batch $batch per rank'"
     echo "plot '$data' using 1:(\$5 == 0 ? \$3 : NaN):xtic(2) with boxes lc rgb '#4a7ebb' title 'images/s', \\"
     echo "     '' using 1:(\$5 == 1 ? \$3 : NaN):xtic(2) with boxes fs pattern 4 lc rgb '#4a7ebb' title 'images/s, oversubscribed', \\"
-    echo "     '' using 1:3:(sprintf(\$3 < 10 ? '%.2f' : '%.0f', \$3)) with labels offset 0,0.8 notitle, \\"
+    echo "     '' using 1:(0):(sprintf(\$3 < 10 ? '%.2f' : '%.0f', \$3)) with labels boxed offset 0,1.2 notitle, \\"
     echo "     '' using 1:4 axes x1y2 with linespoints lw 2 pt 7 lc rgb '#d0312d' title 'efficiency', \\"
-    echo "     '' using 1:4:(sprintf('%.0f%%', \$4)) axes x1y2 with labels offset 0,-1.2 tc rgb '#d0312d' notitle"
+    echo "     '' using 1:4:(sprintf('%.0f%%', \$4)) axes x1y2 with labels left offset 0.7,0.7 tc rgb '#d0312d' notitle"
   done
   echo "unset multiplot"
 } >"$plot"

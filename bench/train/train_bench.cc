@@ -5,10 +5,10 @@
 //
 // Each rank times every step (batch, forward, backward, step). The first --warmup steps are
 // not counted. Throughput is over the timed window: window = the slowest rank's sum of its
-// timed step times, images/s per rank = batch x steps / window, total = ranks x that. Also
-// printed: the median over steps of the slowest rank's step time, and the mean time per step
-// spent in DistributedOptimizer::step() waiting for allreduces (communication that the
-// backward pass did not hide).
+// timed step times; images/s in total = the ranks' timed images / window, per rank = total /
+// ranks. Also printed: the median over steps of the slowest rank's step time, and the mean
+// time per step spent in DistributedOptimizer::step() waiting for allreduces (communication
+// that the backward pass did not hide).
 //   mpirun -np 2 build/bench/kolo-bench-train --model resnet20 --steps 20 --csv out.csv
 // Exit status 2 when the run is not sound (a step missing, a non-finite loss).
 #include <CLI/CLI.hpp>
@@ -44,8 +44,9 @@ int default_batch(const std::string& model) {
 }
 
 struct Samples {
-  std::vector<double> seconds, wait;
-  std::vector<double> losses;
+  std::vector<double> seconds, wait;  // per timed step
+  std::vector<double> losses;         // per step, warm-up included
+  double images = 0;                  // in the timed steps
 };
 
 struct Result {
@@ -67,7 +68,7 @@ Result reduce_across_ranks(const Options& o, const Samples& s) {
   std::vector<double> step_max = s.seconds;
   kolo::allreduce(kolo::TensorView::of(step_max.data(), kolo::Shape{steps}), "bench.step_max",
                   kolo::AllreduceOptions{kolo::ReduceOp::kMax});
-  double window = 0, wait = 0;
+  double window = 0, wait = 0, images = s.images;
   for (int64_t i = 0; i < steps; ++i) {
     window += s.seconds[static_cast<size_t>(i)];
     wait += s.wait[static_cast<size_t>(i)];
@@ -76,14 +77,16 @@ Result reduce_across_ranks(const Options& o, const Samples& s) {
                   kolo::AllreduceOptions{kolo::ReduceOp::kMax});
   kolo::allreduce(kolo::TensorView::of(&wait, kolo::Shape{1}), "bench.wait",
                   kolo::AllreduceOptions{kolo::ReduceOp::kAverage});
+  kolo::allreduce(kolo::TensorView::of(&images, kolo::Shape{1}), "bench.images",
+                  kolo::AllreduceOptions{kolo::ReduceOp::kSum});
   Result r;
   r.ranks = kolo::size();
   r.threads = o.threads;
   r.batch = o.batch_size;
   r.steps = o.steps;
   r.window_s = window;
-  r.per_rank_ips = static_cast<double>(o.batch_size) * o.steps / window;
-  r.total_ips = r.per_rank_ips * r.ranks;
+  r.total_ips = images / window;
+  r.per_rank_ips = r.total_ips / r.ranks;
   r.step_ms_median = median(step_max) * 1e3;
   r.wait_ms_mean = wait / o.steps * 1e3;
   const unsigned cores = std::thread::hardware_concurrency();
@@ -167,6 +170,7 @@ kolo::train::TrainOptions train_options(const Options& o, Samples* samples) {
     samples->losses.push_back(st.loss);
     if (st.batch < warmup) return;
     samples->seconds.push_back(st.seconds);
+    samples->images += static_cast<double>(st.images);
     samples->wait.push_back(st.allreduce_wait_seconds);
   };
   return t;

@@ -194,11 +194,12 @@ EpochStats train_epoch(Run& r, int epoch) {
     nn::gather_batch(r.data.train, r.sampler.batch(b), r.augment, aug_rng, x, y);
     const auto res = loss.forward(r.model->forward(x, true), y.data());
     r.model->backward(x, loss.grad(), r.opt->hook());
-    if (r.opt->step()) r.opt->zero_grad();
+    const bool updated = r.opt->step();
+    if (updated) r.opt->zero_grad();
     ++r.step;
     if (r.o.on_step) {
       r.o.on_step({epoch, b, static_cast<int64_t>(y.size()), seconds_since(step_start),
-                   r.opt->last_wait_seconds(), res.loss});
+                   updated ? r.opt->last_wait_seconds() : 0.0, res.loss});
     }
     const auto n = static_cast<double>(y.size());
     win_loss += res.loss * n;
