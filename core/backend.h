@@ -46,6 +46,11 @@ class Backend {
   virtual ControlChannel& channel() = 0;
   // In order of preference; the first that accepts a response executes it.
   virtual const std::vector<Executor*>& executors() = 0;
+  // Returns once every rank has reached the same point (called before executing a response
+  // list). Waiting ranks back off from spinning to sleeping, so a rank that is early does not
+  // burn a core its own training thread needs while a peer finishes its backward pass —
+  // the blocking collectives that follow then start with every rank present.
+  virtual Status rendezvous() { return Status::ok(); }
   // Releases the transport (MPI_Finalize if kolo initialised MPI). Called once, from the
   // thread that called init(), after the coordinator has stopped.
   virtual void finalize() = 0;

@@ -131,6 +131,7 @@ void Coordinator::loop() {
                        strsignal(sig) + ")");
     bool activity = false;
     const auto cycle_start = Clock::now();
+    const int64_t exec_before = execution_ns_.load(std::memory_order_relaxed);
     Status s = topo_.rank == 0 ? root_cycle(&activity) : worker_cycle(&activity);
     if (!s.is_ok()) {
       KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
@@ -141,8 +142,11 @@ void Coordinator::loop() {
     const auto now = Clock::now();
     if (activity) {
       active_cycles_.fetch_add(1, std::memory_order_relaxed);
-      active_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - cycle_start).count(),
-                           std::memory_order_relaxed);
+      // Time of this pass outside the executors (each counter only grows, so a reader
+      // between two passes never sees execution ahead of coordination).
+      const int64_t cycle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - cycle_start).count();
+      coordination_ns_.fetch_add(cycle_ns - (execution_ns_.load(std::memory_order_relaxed) - exec_before),
+                                 std::memory_order_relaxed);
       last_activity = now;
       continue;
     }
@@ -340,6 +344,9 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
 }
 
 Status Coordinator::execute_list(const ResponseList& list) {
+  const bool collectives = std::any_of(list.responses.begin(), list.responses.end(),
+                                       [](const Response& r) { return r.type != Response::Type::kError; });
+  if (collectives) KOLO_RETURN_IF_ERROR(backend_.rendezvous());
   for (const Response& r : list.responses) execute_one(r);
   return Status::ok();
 }
@@ -393,9 +400,8 @@ RuntimeStats Coordinator::stats() const {
   st.active_cycles = active_cycles_.load();
   st.collectives = collectives_.load();
   st.tensors = tensors_.load();
-  const double exec = static_cast<double>(execution_ns_.load()) * 1e-9;
-  st.execution_seconds = exec;
-  st.coordination_seconds = static_cast<double>(active_ns_.load()) * 1e-9 - exec;
+  st.execution_seconds = static_cast<double>(execution_ns_.load()) * 1e-9;
+  st.coordination_seconds = static_cast<double>(coordination_ns_.load()) * 1e-9;
   return st;
 }
 

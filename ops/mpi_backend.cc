@@ -2,7 +2,9 @@
 // topology, and owns kolo's communicators, control channel and CPU executors.
 #include <mpi.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "core/backend.h"
 #include "core/logging.h"
@@ -66,6 +68,32 @@ class MpiBackend final : public Backend {
 #endif
     executors_.push_back(mpi_executor_.get());
     return Status::ok();
+  }
+
+  Status rendezvous() override {
+    if (topo_.size == 1) return Status::ok();
+    MPI_Request req;
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Ibarrier(data_, &req), "MPI_Ibarrier"));
+    const auto start = std::chrono::steady_clock::now();
+    auto warn_at = start + std::chrono::seconds(60);
+    for (;;) {
+      int done = 0;
+      KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)"));
+      if (done) return Status::ok();
+      const auto now = std::chrono::steady_clock::now();
+      const auto waited = now - start;
+      if (waited < std::chrono::microseconds(30)) continue;  // peers usually arrive within µs
+      if (waited < std::chrono::microseconds(500)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (now > warn_at) {
+        KOLO_LOG(LogLevel::kWarning, "waited " << std::chrono::duration_cast<std::chrono::seconds>(waited).count()
+                                                << " s for peers to start a scheduled collective");
+        warn_at = now + std::chrono::seconds(60);
+      }
+    }
   }
 
   const Topology& topology() const override { return topo_; }

@@ -3,6 +3,7 @@
 #include "optimizer/distributed_optimizer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -82,12 +83,14 @@ void DistributedOptimizer::wait_all() {
 bool DistributedOptimizer::step() {
   ++passes_;
   if (passes_ < options_.backward_passes_per_step) return false;
+  const auto wait_start = std::chrono::steady_clock::now();
   // Tensors no layer reported in this window (unused in the forward pass) must still be
   // reduced: every rank submits the same names, or the job would stall.
   for (size_t i = 0; i < ready_count_.size(); ++i) {
     if (ready_count_[i] < options_.backward_passes_per_step) submit(static_cast<int>(i));
   }
   wait_all();
+  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   inner_->step();
   passes_ = 0;
   std::fill(ready_count_.begin(), ready_count_.end(), 0);

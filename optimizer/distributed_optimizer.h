@@ -64,6 +64,9 @@ class DistributedOptimizer {
   double lr() const { return inner_->lr(); }
   void set_lr(double lr) { inner_->set_lr(lr); }
   void set_local_weight(double w) { options_.local_weight = w; }
+  // Seconds the last update spent in step() waiting for its allreduces: the communication
+  // the backward pass did not hide (benchmarks report it; kolo-bench-train).
+  double last_wait_seconds() const { return last_wait_seconds_; }
 
  private:
   void submit(int index);
@@ -73,6 +76,7 @@ class DistributedOptimizer {
   DistributedOptions options_;
   nn::ParamStore& params_;
   int passes_ = 0;                   // backward passes since the last update
+  double last_wait_seconds_ = 0.0;
   std::vector<int> ready_count_;     // per tensor: passes whose gradient is final
   std::vector<Handle> handles_;      // per tensor: allreduce in flight (or invalid)
   std::vector<Half> half_;           // fp16 staging, same offsets as the gradients

@@ -189,12 +189,18 @@ EpochStats train_epoch(Run& r, int epoch) {
   auto tw = t0;
   int64_t win_start = 0;
   for (int64_t b = 0; b < batches; ++b) {
+    const auto step_start = Clock::now();
     r.opt->set_lr(r.schedule.rate(epoch + static_cast<double>(b) / batches));
     nn::gather_batch(r.data.train, r.sampler.batch(b), r.augment, aug_rng, x, y);
     const auto res = loss.forward(r.model->forward(x, true), y.data());
     r.model->backward(x, loss.grad(), r.opt->hook());
-    if (r.opt->step()) r.opt->zero_grad();
+    const bool updated = r.opt->step();
+    if (updated) r.opt->zero_grad();
     ++r.step;
+    if (r.o.on_step) {
+      r.o.on_step({epoch, b, static_cast<int64_t>(y.size()), seconds_since(step_start),
+                   updated ? r.opt->last_wait_seconds() : 0.0, res.loss});
+    }
     const auto n = static_cast<double>(y.size());
     win_loss += res.loss * n;
     win_correct += res.correct;
@@ -202,7 +208,7 @@ EpochStats train_epoch(Run& r, int epoch) {
     st.loss += res.loss * n;
     ep_correct += res.correct;
     ep_n += n;
-    if (root && ((b + 1) % r.o.log_interval == 0 || b + 1 == batches)) {
+    if (root && r.o.verbose && ((b + 1) % r.o.log_interval == 0 || b + 1 == batches)) {
       const double speed = win_n * kolo::size() / seconds_since(tw);
       std::printf("Epoch[%d] Batch [%lld-%lld] Speed: %.2f samples/sec loss=%.4f accuracy=%.4f\n",
                   epoch, static_cast<long long>(win_start), static_cast<long long>(b + 1), speed,
@@ -277,7 +283,7 @@ void write_metrics(const TrainOptions& o, const nlohmann::json& m) {
 
 nlohmann::json run_training(const TrainOptions& o) {
   nn::set_num_threads(o.threads);
-  const bool root = kolo::rank() == 0;
+  const bool root = kolo::rank() == 0 && o.verbose;
   Run r = make_run(o);
   int first_epoch = 0;
   if (o.resume) {

@@ -7,12 +7,26 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 
 namespace kolo::train {
+
+// What one training step cost, for benchmarks (kolo-bench-train). `seconds` covers the
+// whole step on this rank (batch, forward, backward, step); `allreduce_wait_seconds` is
+// the part spent in DistributedOptimizer::step() waiting for allreduces — communication
+// the backward pass did not hide.
+struct StepTiming {
+  int epoch = 0;
+  int64_t batch = 0;
+  int64_t images = 0;  // this rank's
+  double seconds = 0.0;
+  double allreduce_wait_seconds = 0.0;
+  double loss = 0.0;
+};
 
 struct TrainOptions {
   std::string model = "lenet";
@@ -41,6 +55,8 @@ struct TrainOptions {
   int64_t max_batches = 0;       // per epoch; 0: all (throughput runs on synthetic data)
   int64_t synthetic_size = 10240;
   bool evaluate = true;
+  bool verbose = true;                           // rank 0's progress lines
+  std::function<void(const StepTiming&)> on_step;  // every rank, after each step
 };
 
 // Runs the whole training and returns the metrics (also written to metrics_json by rank 0
