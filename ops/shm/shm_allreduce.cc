@@ -1,0 +1,205 @@
+// ShmGroup::allreduce and ShmGroup::reduce_to_leader (ops/shm/shm_group.h).
+//
+// Large buffers: chunked reduce-scatter + all-gather through the slots, two steps per chunk:
+//   step A (half A): rank r copies the chunk, except its own slice, into its slot;
+//   after all arrive, rank r sums slice r — rank 0's values first — reading its own slice
+//   straight from its buffer, and writes the result to slice r of its slot in half B;
+//   step B (half B): after all arrive, rank r copies every other slice's result to its buffer.
+// The user's buffer is read once and written once; everything else stays in cache.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ops/cpu_reduce.h"
+#include "ops/shm/shm_group.h"
+#include "ops/shm/shm_kernels.h"
+
+namespace kolo::shm {
+namespace {
+
+// The pieces of a multi-buffer collective seen as one buffer of `total` elements.
+class Pieces {
+ public:
+  Pieces(std::span<const Piece> pieces, size_t esize) : pieces_(pieces), esize_(esize) {
+    starts_.reserve(pieces.size() + 1);
+    size_t at = 0;
+    for (const Piece& p : pieces) {
+      starts_.push_back(at);
+      at += p.count;
+    }
+    starts_.push_back(at);
+  }
+  size_t total() const { return starts_.back(); }
+
+  // Calls fn(char* user, size_t done, size_t n) for each contiguous run of elements
+  // [begin, begin + count): `user` points at element begin + done, n elements long.
+  template <class F>
+  void for_range(size_t begin, size_t count, F&& fn) const {
+    if (count == 0) return;
+    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) -
+                                   starts_.begin()) - 1;
+    size_t done = 0;
+    while (done < count) {
+      const size_t at = begin + done;
+      const size_t in_piece = at - starts_[i];
+      const size_t n = std::min(count - done, pieces_[i].count - in_piece);
+      if (n > 0) fn(static_cast<char*>(pieces_[i].data) + in_piece * esize_, done, n);
+      done += n;
+      ++i;
+    }
+  }
+
+ private:
+  std::span<const Piece> pieces_;
+  size_t esize_;
+  std::vector<size_t> starts_;
+};
+
+Status check_pieces(std::span<const Piece> pieces, double prescale, double postscale) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].data == nullptr && pieces[i].count > 0) {
+      return Status::invalid_argument("shared memory: allreduce piece " + std::to_string(i) +
+                                      " has " + std::to_string(pieces[i].count) +
+                                      " elements but no data");
+    }
+  }
+  if (!std::isfinite(prescale) || !std::isfinite(postscale)) {
+    return Status::invalid_argument("shared memory: allreduce scale factors must be finite");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status ShmGroup::allreduce(void* buf, size_t count, DType dtype, ReduceOp op, double prescale,
+                           double postscale) {
+  const Piece p{buf, count};
+  return reduce({&p, 1}, dtype, op, prescale, postscale, Target::kAll);
+}
+
+Status ShmGroup::allreduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
+                           double prescale, double postscale) {
+  return reduce(pieces, dtype, op, prescale, postscale, Target::kAll);
+}
+
+Status ShmGroup::reduce_to_leader(void* buf, size_t count, DType dtype, ReduceOp op,
+                                  double prescale) {
+  const Piece p{buf, count};
+  return reduce({&p, 1}, dtype, op, prescale, 1.0, Target::kLeader);
+}
+
+Status ShmGroup::reduce_to_leader(std::span<const Piece> pieces, DType dtype, ReduceOp op,
+                                  double prescale) {
+  return reduce(pieces, dtype, op, prescale, 1.0, Target::kLeader);
+}
+
+Status ShmGroup::reduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
+                        double prescale, double postscale, Target target) {
+  KOLO_RETURN_IF_ERROR(usable());
+  KOLO_RETURN_IF_ERROR(check_pieces(pieces, prescale, postscale));
+  const size_t esize = dtype_size(dtype);
+  size_t total = 0;
+  for (const Piece& p : pieces) total += p.count;
+  if (opts_.local_size == 1) {
+    // Alone on the host: the scales are the whole collective.
+    for (const Piece& p : pieces) {
+      ops::scale_copy(p.data, p.data, p.count, dtype, prescale);
+      if (target == Target::kAll) ops::apply_postscale(p.data, p.count, dtype, op, 1, postscale);
+    }
+    return Status::ok();
+  }
+  const CallDesc d = detail::describe_reduce(target == Target::kLeader, dtype, op, total);
+  if (total * esize <= opts_.small_bytes) {
+    return reduce_small(pieces, total, dtype, op, prescale, postscale, target, d);
+  }
+  return reduce_chunked(pieces, total, dtype, op, prescale, postscale, target, d);
+}
+
+// One step: everyone publishes everything, and whoever needs the result reduces it all.
+Status ShmGroup::reduce_small(std::span<const Piece> pieces, size_t total, DType dtype,
+                              ReduceOp op, double prescale, double postscale, Target target,
+                              const CallDesc& d) {
+  const int n = opts_.local_size;
+  const size_t esize = dtype_size(dtype);
+  const Pieces all(pieces, esize);
+  const uint64_t e = sync_.next_step();
+  KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
+  char* mine = slot(e, opts_.local_rank);
+  all.for_range(0, total, [&](char* user, size_t done, size_t m) {
+    ops::scale_copy(mine + done * esize, user, m, dtype, prescale);
+  });
+  KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
+  if (target == Target::kLeader && opts_.local_rank != 0) return Status::ok();
+  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
+  all.for_range(0, total, [&](char* user, size_t done, size_t m) {
+    for (int j = 0; j < n; ++j) srcs_[j] = slot(e, j) + done * esize;
+    reduce_sources(user, srcs_.data(), n, m, dtype, op);
+    if (target == Target::kAll) ops::apply_postscale(user, m, dtype, op, n, postscale);
+  });
+  return Status::ok();
+}
+
+Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DType dtype,
+                                ReduceOp op, double prescale, double postscale, Target target,
+                                const CallDesc& d) {
+  const int n = opts_.local_size;
+  const int r = opts_.local_rank;
+  const size_t esize = dtype_size(dtype);
+  const Pieces all(pieces, esize);
+  const size_t chunk = slot_bytes_ / esize;
+  // Slices start on 64-byte boundaries so that no two ranks write one cache line.
+  const size_t align = std::max<size_t>(1, 64 / esize);
+  const bool scaled = prescale != 1.0;
+  const bool gets_result = target == Target::kAll || r == 0;
+  for (size_t off = 0; off < total; off += chunk) {
+    const size_t m = std::min(chunk, total - off);
+    const size_t per = ((m + n - 1) / n + align - 1) / align * align;
+    const auto lo = [&](int j) { return std::min(m, per * static_cast<size_t>(j)); };
+    const size_t my_lo = lo(r);
+    const size_t my_n = lo(r + 1) - my_lo;
+
+    // Step A: publish the slices the other ranks reduce (and ours too when prescaled, so
+    // the user's buffer is never modified before the result is known).
+    const uint64_t ea = sync_.next_step();
+    KOLO_RETURN_IF_ERROR(record(sync_.prepare(ea)));
+    char* mine_a = slot(ea, r);
+    for (int j = 0; j < n; ++j) {
+      if (j == r && !scaled) continue;
+      all.for_range(off + lo(j), lo(j + 1) - lo(j), [&](char* user, size_t done, size_t cnt) {
+        ops::scale_copy(mine_a + (lo(j) + done) * esize, user, cnt, dtype, prescale);
+      });
+    }
+    KOLO_RETURN_IF_ERROR(record(sync_.arrive(ea, d)));
+    KOLO_RETURN_IF_ERROR(record(sync_.wait_all(ea, off == 0)));
+
+    // Reduce slice r into half B.
+    const uint64_t eb = sync_.next_step();
+    char* result = slot(eb, r) + my_lo * esize;
+    all.for_range(off + my_lo, my_n, [&](char* user, size_t done, size_t cnt) {
+      for (int j = 0; j < n; ++j) srcs_[j] = slot(ea, j) + (my_lo + done) * esize;
+      if (!scaled) srcs_[r] = user;
+      reduce_sources(result + done * esize, srcs_.data(), n, cnt, dtype, op);
+    });
+    if (target == Target::kAll) ops::apply_postscale(result, my_n, dtype, op, n, postscale);
+    if (gets_result) {
+      all.for_range(off + my_lo, my_n, [&](char* user, size_t done, size_t cnt) {
+        std::memcpy(user, result + done * esize, cnt * esize);
+      });
+    }
+    KOLO_RETURN_IF_ERROR(record(sync_.arrive(eb)));
+    if (!gets_result) continue;
+
+    // Step B: collect the other slices.
+    KOLO_RETURN_IF_ERROR(record(sync_.wait_all(eb)));
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      const char* theirs = slot(eb, j) + lo(j) * esize;
+      all.for_range(off + lo(j), lo(j + 1) - lo(j), [&](char* user, size_t done, size_t cnt) {
+        std::memcpy(user, theirs + done * esize, cnt * esize);
+      });
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo::shm
