@@ -106,6 +106,11 @@ class ShmGroup {
   Status reduce_to_leader(std::span<const Piece> pieces, DType dtype, ReduceOp op,
                           double prescale = 1.0);
 
+  // Breaks the group on every local rank with `why` (returned): for a caller whose own step
+  // between two shared-memory collectives failed (the MPI stage of the hierarchical
+  // allreduce), so that peers waiting on it stop now instead of at their timeout.
+  Status abort(Status why) { return record(std::move(why)); }
+
   int local_rank() const { return opts_.local_rank; }
   int local_size() const { return opts_.local_size; }
   size_t slot_bytes() const { return slot_bytes_; }
