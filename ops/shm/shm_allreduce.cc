@@ -13,49 +13,11 @@
 #include "ops/cpu_reduce.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_kernels.h"
+#include "ops/shm/shm_pieces.h"
 
 namespace kolo::shm {
-namespace {
 
-// The pieces of a multi-buffer collective seen as one buffer of `total` elements.
-class Pieces {
- public:
-  Pieces(std::span<const Piece> pieces, size_t esize) : pieces_(pieces), esize_(esize) {
-    starts_.reserve(pieces.size() + 1);
-    size_t at = 0;
-    for (const Piece& p : pieces) {
-      starts_.push_back(at);
-      at += p.count;
-    }
-    starts_.push_back(at);
-  }
-  size_t total() const { return starts_.back(); }
-
-  // Calls fn(char* user, size_t done, size_t n) for each contiguous run of elements
-  // [begin, begin + count): `user` points at element begin + done, n elements long.
-  template <class F>
-  void for_range(size_t begin, size_t count, F&& fn) const {
-    if (count == 0) return;
-    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) -
-                                   starts_.begin()) - 1;
-    size_t done = 0;
-    while (done < count) {
-      const size_t at = begin + done;
-      const size_t in_piece = at - starts_[i];
-      const size_t n = std::min(count - done, pieces_[i].count - in_piece);
-      if (n > 0) fn(static_cast<char*>(pieces_[i].data) + in_piece * esize_, done, n);
-      done += n;
-      ++i;
-    }
-  }
-
- private:
-  std::span<const Piece> pieces_;
-  size_t esize_;
-  std::vector<size_t> starts_;
-};
-
-Status check_pieces(std::span<const Piece> pieces, double prescale, double postscale) {
+Status detail::check_pieces(std::span<const Piece> pieces, double prescale, double postscale) {
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (pieces[i].data == nullptr && pieces[i].count > 0) {
       return Status::invalid_argument("shared memory: allreduce piece " + std::to_string(i) +
@@ -68,8 +30,6 @@ Status check_pieces(std::span<const Piece> pieces, double prescale, double posts
   }
   return Status::ok();
 }
-
-}  // namespace
 
 Status ShmGroup::allreduce(void* buf, size_t count, DType dtype, ReduceOp op, double prescale,
                            double postscale) {
@@ -96,7 +56,7 @@ Status ShmGroup::reduce_to_leader(std::span<const Piece> pieces, DType dtype, Re
 Status ShmGroup::reduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
                         double prescale, double postscale, Target target) {
   KOLO_RETURN_IF_ERROR(usable());
-  KOLO_RETURN_IF_ERROR(check_pieces(pieces, prescale, postscale));
+  KOLO_RETURN_IF_ERROR(detail::check_pieces(pieces, prescale, postscale));
   const size_t esize = dtype_size(dtype);
   size_t total = 0;
   for (const Piece& p : pieces) total += p.count;
@@ -121,7 +81,7 @@ Status ShmGroup::reduce_small(std::span<const Piece> pieces, size_t total, DType
                               const CallDesc& d) {
   const int n = opts_.local_size;
   const size_t esize = dtype_size(dtype);
-  const Pieces all(pieces, esize);
+  const detail::Pieces all(pieces, esize);
   const uint64_t e = sync_.next_step();
   KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
   char* mine = slot(e, opts_.local_rank);
@@ -145,18 +105,16 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
   const int n = opts_.local_size;
   const int r = opts_.local_rank;
   const size_t esize = dtype_size(dtype);
-  const Pieces all(pieces, esize);
+  const detail::Pieces all(pieces, esize);
   const size_t chunk = slot_bytes_ / esize;
-  // Slices start on 64-byte boundaries so that no two ranks write one cache line.
-  const size_t align = std::max<size_t>(1, 64 / esize);
   const bool scaled = prescale != 1.0;
   const bool gets_result = target == Target::kAll || r == 0;
   for (size_t off = 0; off < total; off += chunk) {
     const size_t m = std::min(chunk, total - off);
-    const size_t per = ((m + n - 1) / n + align - 1) / align * align;
-    const auto lo = [&](int j) { return std::min(m, per * static_cast<size_t>(j)); };
+    const detail::Slicing slices(m, n, esize);
+    const auto lo = [&](int j) { return slices.lo(j); };
     const size_t my_lo = lo(r);
-    const size_t my_n = lo(r + 1) - my_lo;
+    const size_t my_n = slices.len(r);
 
     // Step A: publish the slices the other ranks reduce (and ours too when prescaled, so
     // the user's buffer is never modified before the result is known).
@@ -165,7 +123,7 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     char* mine_a = slot(ea, r);
     for (int j = 0; j < n; ++j) {
       if (j == r && !scaled) continue;
-      all.for_range(off + lo(j), lo(j + 1) - lo(j), [&](char* user, size_t done, size_t cnt) {
+      all.for_range(off + lo(j), slices.len(j), [&](char* user, size_t done, size_t cnt) {
         ops::scale_copy(mine_a + (lo(j) + done) * esize, user, cnt, dtype, prescale);
       });
     }
@@ -194,7 +152,7 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
       const char* theirs = slot(eb, j) + lo(j) * esize;
-      all.for_range(off + lo(j), lo(j + 1) - lo(j), [&](char* user, size_t done, size_t cnt) {
+      all.for_range(off + lo(j), slices.len(j), [&](char* user, size_t done, size_t cnt) {
         std::memcpy(user, theirs + done * esize, cnt * esize);
       });
     }

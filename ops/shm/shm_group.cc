@@ -10,7 +10,13 @@
 namespace kolo::shm {
 namespace {
 
-enum class Kind : uint8_t { kAllreduce = 1, kBroadcast = 2, kAllgatherv = 3, kReduceToLeader = 4 };
+enum class Kind : uint8_t {
+  kAllreduce = 1,
+  kBroadcast = 2,
+  kAllgatherv = 3,
+  kReduceToLeader = 4,
+  kAllreduceInArena = 5,
+};
 
 uint64_t pack(Kind k, uint32_t root) { return static_cast<uint64_t>(k) | (uint64_t{root} << 32); }
 
@@ -36,12 +42,16 @@ std::string describe(const CallDesc& d) {
     case Kind::kAllgatherv:
       return "allgatherv (per-rank sizes hash " + std::to_string(d.size) + ")";
     case Kind::kAllreduce:
-    case Kind::kReduceToLeader: {
+    case Kind::kReduceToLeader:
+    case Kind::kAllreduceInArena: {
       const auto dtype = static_cast<DType>((d.what >> 8) & 0xff);
       const auto op = static_cast<ReduceOp>((d.what >> 16) & 0xff);
+      const std::string types = std::string(dtype_name(dtype)) + " (" + std::string(reduce_op_name(op)) + ")";
+      if (kind == Kind::kAllreduceInArena) {
+        return "allreduce_in_arena of " + types + " with layout hash " + std::to_string(d.size);
+      }
       return std::string(kind == Kind::kAllreduce ? "allreduce" : "reduce_to_leader") + " of " +
-             std::to_string(d.size) + " x " + std::string(dtype_name(dtype)) + " (" +
-             std::string(reduce_op_name(op)) + ")";
+             std::to_string(d.size) + " x " + types;
     }
   }
   return "an unknown collective";
@@ -54,6 +64,12 @@ CallDesc detail::describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_
   return {pack(k, 0) | (uint64_t{static_cast<uint8_t>(dtype)} << 8) |
               (uint64_t{static_cast<uint8_t>(op)} << 16),
           count};
+}
+
+CallDesc detail::describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout) {
+  return {pack(Kind::kAllreduceInArena, 0) | (uint64_t{static_cast<uint8_t>(dtype)} << 8) |
+              (uint64_t{static_cast<uint8_t>(op)} << 16),
+          layout};
 }
 
 ShmGroup::ShmGroup(const Options& options) : opts_(options) {}
@@ -82,57 +98,34 @@ Status ShmGroup::create(const Options& o, const Agree& agree, std::unique_ptr<Sh
   return Status::ok();
 }
 
-// The creation protocol: rank 0 creates and initialises; all agree; the others map and check;
-// all agree; the name is removed whatever happened, so a failure leaves nothing behind.
+// Creates or maps the segment (SharedMapping::establish) and checks its header.
 Status ShmGroup::attach(const Agree& agree) {
   const int n = opts_.local_size;
   const size_t total = control_bytes(n) + 2 * static_cast<size_t>(n) * slot_bytes_;
-  const bool leader = opts_.local_rank == 0;
-  Status s;
-  if (leader) {
-    s = SharedMapping::create(opts_.name, total, &mapping_);
-    if (s.is_ok()) {
-      auto* h = static_cast<ControlHeader*>(mapping_.data());
-      h->version = kSegmentVersion;
-      h->local_size = static_cast<uint32_t>(n);
-      h->slot_bytes = slot_bytes_;
-      h->total_bytes = total;
-      h->magic = kSegmentMagic;  // the agreement below orders this before any reader
+  const auto init = [&](void* base) {
+    auto* h = static_cast<ControlHeader*>(base);
+    h->version = kSegmentVersion;
+    h->local_size = static_cast<uint32_t>(n);
+    h->slot_bytes = slot_bytes_;
+    h->total_bytes = total;
+    h->magic = kSegmentMagic;
+  };
+  const auto on_mapped = [&](void* base) -> Status {
+    const auto* h = static_cast<const ControlHeader*>(base);
+    if (h->magic != kSegmentMagic || h->version != kSegmentVersion ||
+        h->local_size != static_cast<uint32_t>(n) || h->slot_bytes != slot_bytes_) {
+      return Status::communication("shared memory: segment \"" + opts_.name +
+                                   "\" was made by a different kolo version or with other options");
     }
-  }
-  bool all_ok = false;
-  Status a = agree(s.is_ok(), &all_ok);
-  if (!a.is_ok() || !all_ok) {
-    if (leader) SharedMapping::unlink(opts_.name);
-    if (!a.is_ok()) return a;
-    return s.is_ok() ? Status::communication("shared memory: local rank 0 could not create \"" +
-                                             opts_.name + "\" (see its error)")
-                     : s;
-  }
-  if (!leader) {
-    s = SharedMapping::open(opts_.name, total, &mapping_);
-    const auto* h = static_cast<const ControlHeader*>(mapping_.data());
-    if (s.is_ok() && (h->magic != kSegmentMagic || h->version != kSegmentVersion ||
-                      h->local_size != static_cast<uint32_t>(n) || h->slot_bytes != slot_bytes_)) {
-      s = Status::communication("shared memory: segment \"" + opts_.name +
-                                "\" was made by a different kolo version or with other options");
-    }
-  }
-  if (s.is_ok()) {
-    sync_ = PeerSync(mapping_.data(), opts_.local_rank, n, opts_.peer_timeout);
+    sync_ = PeerSync(base, opts_.local_rank, n, opts_.peer_timeout);
     sync_.set_describer(&describe);
+    // Before the second agreement: a peer's liveness check must never see pid 0.
     sync_.line(opts_.local_rank).pid.store(static_cast<int32_t>(getpid()));
-    data_ = static_cast<char*>(mapping_.data()) + control_bytes(n);
-  }
-  a = agree(s.is_ok(), &all_ok);
-  SharedMapping::unlink(opts_.name);  // every rank tries: whoever survives cleans up
-  if (!a.is_ok()) return a;
-  if (!s.is_ok()) return s;
-  if (!all_ok) {
-    return Status::communication("shared memory: another local rank could not map \"" +
-                                 opts_.name + "\" (see its error)");
-  }
-  return Status::ok();
+    data_ = static_cast<char*>(base) + control_bytes(n);
+    return Status::ok();
+  };
+  return SharedMapping::establish(opts_.name, total, opts_.local_rank == 0, agree, init, on_mapped,
+                                  &mapping_);
 }
 
 char* ShmGroup::slot(uint64_t step, int rank) const {

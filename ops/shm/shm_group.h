@@ -51,9 +51,13 @@ struct Piece {
   size_t count = 0;  // elements
 };
 
+class ShmArena;
+
 namespace detail {
-// The descriptor that ranks compare at the first step of an allreduce / reduce_to_leader.
+// The descriptors that ranks compare at the first step of an allreduce / reduce_to_leader /
+// allreduce_in_arena (`layout`: a hash of the pieces' offsets and counts).
 CallDesc describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count);
+CallDesc describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout);
 }  // namespace detail
 
 class ShmGroup {
@@ -72,10 +76,8 @@ class ShmGroup {
     std::chrono::milliseconds peer_timeout{60000};
   };
 
-  // An out-of-band agreement among the local ranks: every rank passes `ok_here`, and all
-  // learn whether every rank passed true (an MPI_Allreduce with MPI_MIN on the host's
-  // communicator; a pipe to a parent in tests). Used twice during create().
-  using Agree = std::function<Status(bool ok_here, bool* ok_everywhere)>;
+  // Out-of-band agreement among the local ranks (shm_segment.h); create() uses it twice.
+  using Agree = shm::Agree;
 
   // Collective over the local ranks. On success *out owns the group; on failure every rank
   // returns an error and no segment name is left behind.
@@ -91,6 +93,14 @@ class ShmGroup {
                    double postscale = 1.0);
   Status allreduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
                    double prescale = 1.0, double postscale = 1.0);
+
+  // Zero-copy allreduce: like allreduce(), for pieces that lie in this rank's region of
+  // `arena` at the same offsets on every rank (ShmArena::allocate gives that when all ranks
+  // allocate alike; checked). Each rank reduces its slice reading the peers' regions in
+  // place and then copies the other slices from their owners: no copy into the slots, and
+  // three barriers per call whatever the size. The pieces are prescaled in place first.
+  Status allreduce_in_arena(const ShmArena& arena, std::span<const Piece> pieces, DType dtype,
+                            ReduceOp op, double prescale = 1.0, double postscale = 1.0);
 
   // Copies `bytes` from local rank `root`'s buf into every other rank's buf.
   Status broadcast(void* buf, size_t bytes, int root);
@@ -139,6 +149,7 @@ class ShmGroup {
   size_t slot_bytes_ = 0;
   Status broken_;            // sticky
   std::vector<const void*> srcs_;  // scratch: one source pointer per rank
+  std::vector<std::byte> block_;   // scratch: one reduced block of allreduce_in_arena
 };
 
 }  // namespace kolo::shm

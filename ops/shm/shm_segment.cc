@@ -106,6 +106,36 @@ Status SharedMapping::open(const std::string& name, size_t bytes, SharedMapping*
   return Status::ok();
 }
 
+Status SharedMapping::establish(const std::string& name, size_t bytes, bool creator,
+                                const Agree& agree, const std::function<void(void*)>& init,
+                                const std::function<Status(void*)>& on_mapped, SharedMapping* out) {
+  Status s;
+  if (creator) {
+    s = create(name, bytes, out);
+    if (s.is_ok()) init(out->data());  // the agreement below orders these writes before any reader
+  }
+  bool all_ok = false;
+  Status a = agree(s.is_ok(), &all_ok);
+  if (!a.is_ok() || !all_ok) {
+    if (creator) unlink(name);
+    if (!a.is_ok()) return a;
+    return s.is_ok() ? Status::communication("shared memory: the creator of \"" + name +
+                                             "\" failed (see its error)")
+                     : s;
+  }
+  if (!creator) s = open(name, bytes, out);
+  if (s.is_ok()) s = on_mapped(out->data());
+  a = agree(s.is_ok(), &all_ok);
+  unlink(name);  // every rank tries: whoever survives cleans up
+  if (!a.is_ok()) return a;
+  if (!s.is_ok()) return s;
+  if (!all_ok) {
+    return Status::communication("shared memory: another local rank could not map \"" + name +
+                                 "\" (see its error)");
+  }
+  return Status::ok();
+}
+
 Status SharedMapping::unlink(const std::string& name) {
   if (shm_unlink(name.c_str()) != 0 && errno != ENOENT) {
     return Status::communication(errno_text("shm_unlink", name, errno));

@@ -12,11 +12,17 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "kolo/status.h"
 
 namespace kolo::shm {
+
+// An out-of-band agreement among the local ranks: every rank passes `ok_here`, and all learn
+// whether every rank passed true (an MPI_Allreduce with MPI_MIN on the host's communicator;
+// a pipe to a parent in tests).
+using Agree = std::function<Status(bool ok_here, bool* ok_everywhere)>;
 
 class SharedMapping {
  public:
@@ -34,6 +40,15 @@ class SharedMapping {
   static Status open(const std::string& name, size_t bytes, SharedMapping* out);
   // Removes the name (not the memory). Missing names are not an error.
   static Status unlink(const std::string& name);
+
+  // The creation protocol, collective over the local ranks: the creator creates the segment
+  // and runs `init` on it; all agree; the others map it; every rank runs `on_mapped` (check
+  // the header, publish its pid); all agree; every rank removes the name — whatever
+  // happened, so a failure on any rank leaves nothing in /dev/shm, and the name is gone
+  // before any collective runs. Fails on every rank if it fails on one.
+  static Status establish(const std::string& name, size_t bytes, bool creator, const Agree& agree,
+                          const std::function<void(void* base)>& init,
+                          const std::function<Status(void* base)>& on_mapped, SharedMapping* out);
 
   // Checks the form POSIX requires of a portable name: "/" then 1..200 characters, no "/".
   static Status validate_name(const std::string& name);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "ops/shm/shm_arena.h"
 #include "test/shm/fork_ranks.h"
 #include "test/shm/shm_test_data.h"
 
@@ -292,6 +293,85 @@ TEST_CASE("shm ranks calling different collectives get a mismatch naming both", 
       const bool mentions = s.message().find("allreduce of 100 x float32") != std::string::npos &&
                             s.message().find("allreduce of 200 x float32") != std::string::npos;
       if (!mentions) return "message lacks the two calls: " + s.to_string();
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm allreduce_in_arena (zero copy) equals the reference bitwise, pieces included",
+          "[shm][arena]") {
+  for (int n : {2, 3}) {
+    const std::string name = unique_segment_name();
+    const std::string arena_name = unique_segment_name();
+    const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+      return with_group(small_options(name, rank, n), agree, [&](ShmGroup& g) -> std::string {
+        std::unique_ptr<ShmArena> arena;
+        Status s = ShmArena::create({arena_name, rank, n, 1u << 20}, agree, &arena);
+        if (!s.is_ok()) return "arena: " + s.to_string();
+        if (segment_exists(arena_name)) return std::string("arena name left in /dev/shm");
+        uint64_t seed = 700;
+        for (DType t : kAllDTypes) {
+          for (ReduceOp op : kAllOps) {
+            for (size_t count : {0, 1, 999, 30011}) {
+              arena->reset();
+              const size_t es = dtype_size(t);
+              const auto in = make_input(++seed, rank, count, t, op);
+              // Three pieces as a model would allocate them (weights of unequal sizes).
+              const size_t cuts[4] = {0, count / 5, count / 5 + count / 3, count};
+              std::vector<Piece> pieces;
+              for (int k = 0; k < 3; ++k) {
+                const size_t m = cuts[k + 1] - cuts[k];
+                void* p = arena->allocate(m * es);
+                if (p == nullptr) return std::string("arena full");
+                if (m > 0) std::memcpy(p, in.data() + cuts[k] * es, m * es);
+                pieces.push_back({p, m});
+              }
+              const double pre = op == ReduceOp::kProduct ? 1.0 : 0.5;
+              s = g.allreduce_in_arena(*arena, pieces, t, op, pre, 2.0);
+              if (!s.is_ok()) return s.to_string();
+              std::vector<std::byte> got;
+              for (const Piece& p : pieces) {
+                const auto* b = static_cast<const std::byte*>(p.data);
+                got.insert(got.end(), b, b + p.count * es);
+              }
+              const std::string d = first_difference(got, reference_allreduce(seed, n, count, t, op, pre, 2.0), t);
+              if (!d.empty()) {
+                return std::string(dtype_name(t)) + " " + std::string(reduce_op_name(op)) + " count " +
+                       std::to_string(count) + ": " + d;
+              }
+            }
+          }
+        }
+        return std::string();
+      });
+    }, kDeadline);
+    INFO("local ranks: " << n);
+    require_all_passed(out);
+  }
+}
+
+TEST_CASE("shm allreduce_in_arena with different layouts on two ranks is a mismatch",
+          "[shm][arena][failure]") {
+  const std::string name = unique_segment_name();
+  const std::string arena_name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, 2), agree, [&](ShmGroup& g) -> std::string {
+      std::unique_ptr<ShmArena> arena;
+      Status s = ShmArena::create({arena_name, rank, 2, 1u << 16}, agree, &arena);
+      if (!s.is_ok()) return "arena: " + s.to_string();
+      if (rank == 1) arena->allocate(64);  // rank 1's tensor sits one cache line later
+      auto* p = static_cast<float*>(arena->allocate(100 * sizeof(float)));
+      std::vector<float> outside(100);
+      if (g.allreduce_in_arena(*arena, std::vector<Piece>{{outside.data(), 100}}, DType::kFloat32, ReduceOp::kSum)
+              .code() != Status::Code::kInvalidArgument) {
+        return std::string("a buffer outside the arena was accepted");
+      }
+      s = g.allreduce_in_arena(*arena, std::vector<Piece>{{p, 100}}, DType::kFloat32, ReduceOp::kSum);
+      if (s.is_ok()) return std::string("mismatched layouts were reduced");
+      if (s.message().find("layout hash") == std::string::npos && s.code() != Status::Code::kAborted) {
+        return "unclear error: " + s.to_string();
+      }
       return std::string();
     });
   }, kDeadline);
