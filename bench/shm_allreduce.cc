@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/shm_resnet50.h"
+#include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_hierarchical.h"
 #include "ops/shm/shm_kernels.h"
 
@@ -87,6 +88,8 @@ struct Bench {
   Args args;
   int rank = 0, size = 1;
   shm::ShmGroup* group = nullptr;
+  MPI_Comm local = MPI_COMM_NULL;
+  std::string name;  // segment name prefix of this run
   FILE* csv = nullptr;
 
   void row(const std::string& kase, const std::string& impl, size_t bytes, const Timing& t,
@@ -138,6 +141,7 @@ struct Bench {
   }
 
   void resnet50();
+  void resnet50_zero_copy(const std::vector<ParamShape>& params, const Timing& baseline);
   void calibrate();
 };
 
@@ -200,6 +204,31 @@ void Bench::resnet50() {
   row("resnet50", "kolo-shm 161 pieces", bytes, shm_pieces, &per_tensor);
   row("resnet50", "kolo-shm per tensor", bytes, shm_loop, &per_tensor);
   row("resnet50", "kolo-shm one buffer", bytes, shm_fused, &one_buffer);
+  resnet50_zero_copy(params, per_tensor);
+}
+
+// The gradients allocated in a ShmArena, as a trainer using kolo's allocator would.
+void Bench::resnet50_zero_copy(const std::vector<ParamShape>& params, const Timing& baseline) {
+  size_t total = 0;
+  for (const ParamShape& p : params) total += static_cast<size_t>(p.numel());
+  std::unique_ptr<shm::ShmArena> arena;
+  int local_rank = 0, local_size = 1;
+  MPI_Comm_rank(local, &local_rank);
+  MPI_Comm_size(local, &local_size);
+  const size_t bytes = total * sizeof(float);
+  check(shm::ShmArena::create({name + "-arena", local_rank, local_size, bytes + params.size() * 64},
+                              shm::mpi_agree(local), &arena),
+        "shm arena");
+  std::vector<shm::Piece> pieces;
+  for (const ParamShape& p : params) {
+    auto* g = static_cast<float*>(arena->allocate(static_cast<size_t>(p.numel()) * sizeof(float)));
+    std::fill(g, g + p.numel(), 0.0f);
+    pieces.push_back({g, static_cast<size_t>(p.numel())});
+  }
+  const Timing t = time_it([&] {
+    check(group->allreduce_in_arena(*arena, pieces, DType::kFloat32, ReduceOp::kSum), "shm zero-copy allreduce");
+  }, args.iters, 1);
+  row("resnet50", "kolo-shm zero-copy arena", bytes, t, &baseline);
 }
 
 int run(int argc, char** argv) {
@@ -220,6 +249,8 @@ int run(int argc, char** argv) {
   MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
   shm::ShmGroup::Options o;
   o.name = "/kolo-bench-" + std::to_string(pid);
+  b.name = o.name;
+  b.local = local;
   o.local_rank = local_rank;
   o.local_size = local_size;
   o.segment_bytes = b.args.segment_bytes;

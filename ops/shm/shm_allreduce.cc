@@ -133,17 +133,17 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     // Reduce slice r into half B.
     const uint64_t eb = sync_.next_step();
     char* result = slot(eb, r) + my_lo * esize;
+    // Without a postscale the result goes to the slot and the user's buffer in one pass.
+    const bool post = target == Target::kAll && ops::needs_postscale(op, n, postscale);
     all.for_range(off + my_lo, my_n, [&](char* user, size_t done, size_t cnt) {
       for (int j = 0; j < n; ++j) srcs_[j] = slot(ea, j) + (my_lo + done) * esize;
       if (!scaled) srcs_[r] = user;
-      reduce_sources(result + done * esize, srcs_.data(), n, cnt, dtype, op);
+      char* dst = result + done * esize;
+      reduce_sources(dst, srcs_.data(), n, cnt, dtype, op, gets_result && !post ? user : nullptr);
+      if (!post) return;
+      ops::apply_postscale(dst, cnt, dtype, op, n, postscale);
+      std::memcpy(user, dst, cnt * esize);
     });
-    if (target == Target::kAll) ops::apply_postscale(result, my_n, dtype, op, n, postscale);
-    if (gets_result) {
-      all.for_range(off + my_lo, my_n, [&](char* user, size_t done, size_t cnt) {
-        std::memcpy(user, result + done * esize, cnt * esize);
-      });
-    }
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(eb)));
     if (!gets_result) continue;
 

@@ -22,8 +22,8 @@ bool cpu_has_avx2() {
 // Sums of fp32/fp64 in registers: one load per source and one store per element, where the
 // pairwise fold would store and reload dst once per source. Same additions, same order.
 template <class T, class V, V (*Load)(const T*), V (*Add)(V, V), void (*Store)(T*, V)>
-__attribute__((target("avx2"))) void sum_wide(T* dst, const T* const* s, int n,
-                                                    size_t count) {
+__attribute__((target("avx2"))) void sum_wide(T* dst, T* dst2, const T* const* s, int n,
+                                              size_t count) {
   constexpr size_t kLanes = sizeof(V) / sizeof(T);
   size_t i = 0;
   for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
@@ -35,11 +35,16 @@ __attribute__((target("avx2"))) void sum_wide(T* dst, const T* const* s, int n,
     }
     Store(dst + i, a0);
     Store(dst + i + kLanes, a1);
+    if (dst2 != nullptr) {
+      Store(dst2 + i, a0);
+      Store(dst2 + i + kLanes, a1);
+    }
   }
   for (; i < count; ++i) {
     T a = s[0][i] + s[1][i];
     for (int k = 2; k < n; ++k) a += s[k][i];
     dst[i] = a;
+    if (dst2 != nullptr) dst2[i] = a;
   }
 }
 
@@ -50,14 +55,16 @@ __attribute__((target("avx2"))) inline __m256d load_pd(const double* p) { return
 __attribute__((target("avx2"))) inline __m256d add_pd(__m256d a, __m256d b) { return _mm256_add_pd(a, b); }
 __attribute__((target("avx2"))) inline void store_pd(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
 
-__attribute__((target("avx2"))) void sum_f32_avx2(float* dst, const float* const* s, int n,
-                                                  size_t count) {
-  sum_wide<float, __m256, load_ps, add_ps, store_ps>(dst, s, n, count);
+__attribute__((target("avx2"))) void sum_f32_avx2(void* dst, void* dst2, const void* const* s,
+                                                  int n, size_t count) {
+  sum_wide<float, __m256, load_ps, add_ps, store_ps>(static_cast<float*>(dst), static_cast<float*>(dst2),
+                                                     reinterpret_cast<const float* const*>(s), n, count);
 }
 
-__attribute__((target("avx2"))) void sum_f64_avx2(double* dst, const double* const* s, int n,
-                                                  size_t count) {
-  sum_wide<double, __m256d, load_pd, add_pd, store_pd>(dst, s, n, count);
+__attribute__((target("avx2"))) void sum_f64_avx2(void* dst, void* dst2, const void* const* s,
+                                                  int n, size_t count) {
+  sum_wide<double, __m256d, load_pd, add_pd, store_pd>(static_cast<double*>(dst), static_cast<double*>(dst2),
+                                                       reinterpret_cast<const double* const*>(s), n, count);
 }
 
 // Any dtype and op: fold reduce_pair over the sources, a block at a time.
@@ -78,23 +85,23 @@ void reduce_folded(char* dst, const char* const* srcs, int n, size_t count, DTyp
 bool reduce_uses_avx2() { return cpu_has_avx2(); }
 
 void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
-                    ReduceOp op) {
+                    ReduceOp op, void* dst2) {
   if (count == 0) return;
-  if (n == 1) {
-    if (dst != srcs[0]) std::memmove(dst, srcs[0], count * dtype_size(dtype));
-    return;
-  }
+  const size_t bytes = count * dtype_size(dtype);
   const bool sum = op == ReduceOp::kSum || op == ReduceOp::kAverage;
-  if (sum && cpu_has_avx2() && dtype == DType::kFloat32) {
-    return sum_f32_avx2(static_cast<float*>(dst), reinterpret_cast<const float* const*>(srcs),
-                        n, count);
+  if (n >= 2 && sum && cpu_has_avx2() && dtype == DType::kFloat32) {
+    return sum_f32_avx2(dst, dst2, srcs, n, count);
   }
-  if (sum && cpu_has_avx2() && dtype == DType::kFloat64) {
-    return sum_f64_avx2(static_cast<double*>(dst), reinterpret_cast<const double* const*>(srcs),
-                        n, count);
+  if (n >= 2 && sum && cpu_has_avx2() && dtype == DType::kFloat64) {
+    return sum_f64_avx2(dst, dst2, srcs, n, count);
   }
-  reduce_folded(static_cast<char*>(dst), reinterpret_cast<const char* const*>(srcs), n, count,
-                dtype, op);
+  if (n == 1) {
+    if (dst != srcs[0]) std::memmove(dst, srcs[0], bytes);
+  } else {
+    reduce_folded(static_cast<char*>(dst), reinterpret_cast<const char* const*>(srcs), n, count,
+                  dtype, op);
+  }
+  if (dst2 != nullptr && dst2 != dst) std::memcpy(dst2, dst, bytes);
 }
 
 }  // namespace kolo::shm

@@ -18,9 +18,12 @@
 namespace kolo::shm {
 
 // dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... op srcs[n-1][i], for i < count.
-// REQUIRES: n >= 1; dst may alias srcs[0] or srcs[1] but no later source.
+// When `dst2` is given the result is stored there too (the engine writes its slice to the
+// shared slot and to the user's buffer in one pass).
+// REQUIRES: n >= 1; dst may alias srcs[0] or srcs[1] but no later source; dst2 may alias
+// any source but not dst.
 void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
-                    ReduceOp op);
+                    ReduceOp op, void* dst2 = nullptr);
 
 // True when the running CPU takes the AVX2 path (for the benchmark's report).
 bool reduce_uses_avx2();
