@@ -33,6 +33,10 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   o.small_bytes = options.small_bytes;
   o.peer_timeout = options.peer_timeout;
   Status s = ShmGroup::create(o, mpi_agree(local), &x->group_);
+  if (s.is_ok() && options.arena_bytes > 0) {
+    s = ShmArena::create({o.name + "-g", topo.local_rank, topo.local_size, options.arena_bytes},
+                         mpi_agree(local), &x->arena_);
+  }
   // Every host must have its group, or no rank may use one (executor choice must agree).
   int ok = s.is_ok() ? 1 : 0, all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
@@ -59,9 +63,19 @@ Status ShmExecutor::execute(const Response& r, std::vector<TensorEntry>& entries
   return Status::internal("shared-memory executor given an error response");
 }
 
+bool ShmExecutor::in_arena(DType dtype) const {
+  for (const Piece& p : pieces_) {
+    if (p.count > 0 && !arena_->contains(p.data, p.count * dtype_size(dtype))) return false;
+  }
+  return true;
+}
+
 Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
   pieces_.clear();
   for (TensorEntry& e : entries) pieces_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
+  if (single_host_ && arena_ != nullptr && in_arena(r.dtype)) {
+    return group_->allreduce_in_arena(*arena_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+  }
   if (single_host_) return group_->allreduce(pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
   return hierarchical_allreduce(*group_, comms_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
 }

@@ -8,7 +8,11 @@
 // which every rank shares, so every rank picks the same executor.
 //
 // A fused allreduce is reduced in place on the tensors themselves (ShmGroup takes a list of
-// pieces), so there is no copy into and out of a fusion buffer.
+// pieces), so there is no copy into and out of a fusion buffer. With Options::arena_bytes a
+// ShmArena is created too: a trainer that allocates its gradients from arena() gets the
+// zero-copy path (on one host) for every response whose tensors all lie in it. All ranks
+// must then allocate alike; a rank whose tensors are not in the arena while its peers' are
+// makes that collective fail with a mismatch (never a hang).
 //
 // Ownership: owns the host's ShmGroup; borrows the communicators (owned by the backend),
 // which must outlive it. Thread safety: coordinator thread only.
@@ -22,6 +26,7 @@
 
 #include "core/backend.h"
 #include "core/executor.h"
+#include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_hierarchical.h"
 
@@ -33,6 +38,7 @@ class ShmExecutor final : public Executor {
     size_t segment_bytes = ShmGroup::Options{}.segment_bytes;
     size_t small_bytes = ShmGroup::Options{}.small_bytes;
     std::chrono::milliseconds peer_timeout = ShmGroup::Options{}.peer_timeout;
+    size_t arena_bytes = 0;  // per rank; 0 = no arena
   };
 
   // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of
@@ -47,14 +53,18 @@ class ShmExecutor final : public Executor {
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
 
   ShmGroup& group() { return *group_; }
+  // The shared gradient memory, or nullptr without Options::arena_bytes.
+  ShmArena* arena() { return arena_.get(); }
 
  private:
   ShmExecutor() = default;
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
+  bool in_arena(DType dtype) const;  // every piece of pieces_ lies in arena_
 
   std::unique_ptr<ShmGroup> group_;
+  std::unique_ptr<ShmArena> arena_;
   HierarchicalComms comms_;
   bool single_host_ = true;
   std::vector<Piece> pieces_;  // scratch, reused per response
