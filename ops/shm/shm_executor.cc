@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -29,7 +30,7 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   o.name = segment_name(world, local, topo.rank);
   o.local_rank = topo.local_rank;
   o.local_size = topo.local_size;
-  o.segment_bytes = options.segment_bytes;
+  o.segment_bytes = 2 * static_cast<size_t>(topo.local_size) * std::max<size_t>(options.chunk_bytes, 4096);
   o.small_bytes = options.small_bytes;
   o.peer_timeout = options.peer_timeout;
   Status s = ShmGroup::create(o, mpi_agree(local), &x->group_);

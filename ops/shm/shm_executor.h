@@ -35,7 +35,9 @@ namespace kolo::shm {
 class ShmExecutor final : public Executor {
  public:
   struct Options {
-    size_t segment_bytes = ShmGroup::Options{}.segment_bytes;
+    // The pipelining chunk (one slot); the segment is 2 x local_size x chunk_bytes. Pass the
+    // fusion threshold, so a fused response is one chunk: two barriers.
+    size_t chunk_bytes = 4u << 20;
     size_t small_bytes = ShmGroup::Options{}.small_bytes;
     std::chrono::milliseconds peer_timeout = ShmGroup::Options{}.peer_timeout;
     size_t arena_bytes = 0;  // per rank; 0 = no arena

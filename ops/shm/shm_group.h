@@ -67,10 +67,16 @@ class ShmGroup {
     int local_rank = 0;
     int local_size = 1;
     // Data area; split into 2 halves x local_size slots (each rounded down to 4 KiB). The
-    // slot size is the pipelining chunk: 2 x 1 MiB slots at np=2 measured fastest here.
-    size_t segment_bytes = 4u << 20;
-    // Allreduces up to this many bytes take the one-step path (must be <= the slot size).
-    size_t small_bytes = 32u << 10;
+    // slot is the pipelining chunk. Measured here (np=2, a busy 2-core machine): 4 MiB slots
+    // beat 1 MiB ones by 1.3-1.7x — each chunk costs two barriers, and a barrier costs
+    // ~0.5 us idle but up to ~100 us when a peer is descheduled — while 8 MiB slots start to
+    // fall out of the 32 MB L3. Size it from the fusion threshold: 2 x local_size x threshold
+    // makes every fused response one chunk (ShmExecutor does that).
+    size_t segment_bytes = 16u << 20;
+    // Allreduces up to this many bytes take the one-step path (clamped to the slot size):
+    // one barrier instead of two; reading every rank's copy costs no more than the
+    // chunked path's extra pass below about the L2 size.
+    size_t small_bytes = 256u << 10;
     // Bound on every wait for a peer. Generous: within kolo the coordinator calls a
     // collective only once all ranks have negotiated it, so peers arrive within ms.
     std::chrono::milliseconds peer_timeout{60000};

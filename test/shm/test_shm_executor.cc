@@ -28,7 +28,7 @@ struct Fixture {
     MPI_Comm_size(local, &topo.local_size);
     MPI_Comm_split(MPI_COMM_WORLD, topo.local_rank, topo.rank, &cross);
     ShmExecutor::Options o;
-    o.segment_bytes = 256u << 10;
+    o.chunk_bytes = 32u << 10;
     o.arena_bytes = 1u << 20;
     Status s = ShmExecutor::create(topo, MPI_COMM_WORLD, local, cross, o, &shm);
     if (!s.is_ok()) FAIL(s.to_string());
