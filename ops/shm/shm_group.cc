@@ -74,7 +74,9 @@ CallDesc detail::describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout
 
 ShmGroup::ShmGroup(const Options& options) : opts_(options) {}
 
-ShmGroup::~ShmGroup() = default;
+ShmGroup::~ShmGroup() {
+  if (data_ != nullptr) sync_.leave();
+}
 
 Status ShmGroup::create(const Options& o, const Agree& agree, std::unique_ptr<ShmGroup>* out) {
   if (o.local_size < 1 || o.local_rank < 0 || o.local_rank >= o.local_size) {

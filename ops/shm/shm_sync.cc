@@ -140,6 +140,12 @@ Status PeerSync::peer_gone_or_late(int peer, uint64_t e, Clock::time_point start
                                    Clock::time_point now) {
   if (lines_[peer].arrived.load(std::memory_order_acquire) >= e) return Status::ok();
   const int pid = lines_[peer].pid.load(std::memory_order_relaxed);
+  if (lines_[peer].left.load(std::memory_order_acquire) != 0) {
+    return fail(Status::aborted("shared memory: local rank " + std::to_string(peer) +
+                                " shut its group down while local rank " + std::to_string(rank_) +
+                                " waited for it at step " + std::to_string(e) +
+                                " (ranks made different numbers of collective calls?)"));
+  }
   if (!process_alive(pid)) {
     return fail(Status::aborted("shared memory: local rank " + std::to_string(peer) + " (pid " +
                                 std::to_string(pid) + ") exited during a collective; local rank " +

@@ -56,6 +56,7 @@ struct alignas(kLine) RankLine {
   std::atomic<uint64_t> arrived;  // last step this rank has arrived at
   CallDesc desc[2];               // by step parity
   std::atomic<int32_t> pid;
+  std::atomic<int32_t> left;      // 1 once this rank destroyed its group (it arrives no more)
 };
 
 // Bytes before the data area (header + one line per rank), rounded to a page.
@@ -79,6 +80,10 @@ class PeerSync {
   // Waits until every rank has arrived at e. When `check`, also compares every rank's step-e
   // descriptor with ours and fails naming the first rank that differs (see describe()).
   Status wait_all(uint64_t e, bool check = false);
+
+  // Says that this rank will arrive no more (its group is being destroyed): a peer still
+  // waiting for it fails at its next liveness check instead of at its timeout.
+  void leave() { lines_[rank_].left.store(1, std::memory_order_release); }
 
   // Publishes a failure for every rank of the group, and returns it (as `s`).
   Status fail(Status s);

@@ -286,6 +286,29 @@ TEST_CASE("shm peer that never arrives: a timeout naming it", "[shm][failure]") 
   REQUIRE(std::chrono::steady_clock::now() - t0 < milliseconds(10000));
 }
 
+TEST_CASE("shm peer that destroys its group while others wait: they fail at once, naming it",
+          "[shm][failure]") {
+  const std::string name = unique_segment_name();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = fork_ranks(3, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, 3);
+    o.peer_timeout = milliseconds(30000);
+    const std::string verdict = with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      if (rank == 2) return std::string();  // destroys its group without calling
+      int32_t x = 1;
+      Status s = g.allreduce(&x, 1, DType::kInt32, ReduceOp::kSum);
+      if (s.code() != Status::Code::kAborted || s.message().find("local rank 2 shut its group down") == std::string::npos) {
+        return "expected an abort naming local rank 2, got " + s.to_string();
+      }
+      return std::string();
+    });
+    if (rank == 2) std::this_thread::sleep_for(milliseconds(1500));  // alive, just gone from the group
+    return verdict;
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE(std::chrono::steady_clock::now() - t0 < milliseconds(8000));
+}
+
 TEST_CASE("shm ranks calling different collectives get a mismatch naming both", "[shm][failure]") {
   const std::string name = unique_segment_name();
   const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
