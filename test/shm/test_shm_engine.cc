@@ -241,7 +241,7 @@ TEST_CASE("shm rank killed mid-collective: the others fail naming it, in bounded
         const auto failed_at = std::chrono::steady_clock::now();
         // The next call must fail at once with the same sticky error.
         Status again = g.allreduce(buf.data(), 1, DType::kFloat32, ReduceOp::kSum);
-        const bool quick = std::chrono::steady_clock::now() - failed_at < milliseconds(100);
+        const bool quick = std::chrono::steady_clock::now() - failed_at < milliseconds(2000);  // not 30 s
         const bool names = s.message().find("local rank " + std::to_string(victim)) != std::string::npos;
         if (s.code() != Status::Code::kAborted || !names) return "unexpected error: " + s.to_string();
         if (again.is_ok() || !quick) return "group not broken after a failure";
