@@ -6,11 +6,14 @@
 // rank, and unlinked by name as soon as all have mapped it. After a small control block its
 // data area holds two halves of `local_size` slots each (see shm_sync.h for why two).
 //   * allreduce, large: the buffer is processed in chunks of one slot. Per chunk, each rank
-//     copies the chunk into its slot (reduce-scatter input), then sums slice r of the chunk
-//     from every rank's slot — rank 0's values first — into slice r of its slot in the other
-//     half, then copies every other rank's reduced slice back (all-gather). Two steps per
-//     chunk; with a 1 MB slot the shared data stays in the L2/L3 caches, and only the
-//     user's buffer streams from memory.
+//     copies the chunk (less its own slice) into its slot (reduce-scatter input), then sums
+//     slice r of the chunk from every rank — rank 0's values first — into slice r of its
+//     slot in the other half and into its own buffer, then copies every other rank's reduced
+//     slice back (all-gather). Two steps per chunk; the shared data of a chunk (a few MB)
+//     stays in the L3 cache, and the user's buffer is read once and written once — about
+//     one memcpy of it per rank, which is the floor for private buffers.
+//   * a list of pieces (the tensors of a fused response) is reduced in place as one buffer.
+//   * zero copy: allreduce_in_arena reads peers' buffers that live in a ShmArena.
 //   * allreduce, small (<= Options::small_bytes): one step — every rank publishes its buffer
 //     and every rank reduces all of them, in the same order. One barrier, no syscall.
 //   * broadcast: the root writes a half at a time while the others read the previous one.
