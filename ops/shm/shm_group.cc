@@ -126,8 +126,10 @@ Status ShmGroup::attach(const Agree& agree) {
     data_ = static_cast<char*>(base) + control_bytes(n);
     return Status::ok();
   };
-  return SharedMapping::establish(opts_.name, total, opts_.local_rank == 0, agree, init, on_mapped,
-                                  &mapping_);
+  KOLO_RETURN_IF_ERROR(SharedMapping::establish(opts_.name, total, opts_.local_rank == 0, agree,
+                                                init, on_mapped, &mapping_));
+  sync_.check_peers_visible();  // every pid was published before the second agreement
+  return Status::ok();
 }
 
 char* ShmGroup::slot(uint64_t step, int rank) const {

@@ -81,6 +81,11 @@ class PeerSync {
   // descriptor with ours and fails naming the first rank that differs (see describe()).
   Status wait_all(uint64_t e, bool check = false);
 
+  // Checks once, after every rank has published its pid, that this process can see its
+  // peers' processes. Where it cannot (ranks in different pid namespaces that share
+  // /dev/shm), dead peers are found by the timeout alone instead of being misreported.
+  void check_peers_visible();
+
   // Says that this rank will arrive no more (its group is being destroyed): a peer still
   // waiting for it fails at its next liveness check instead of at its timeout.
   void leave() { lines_[rank_].left.store(1, std::memory_order_release); }
@@ -108,6 +113,7 @@ class PeerSync {
   int size_ = 1;
   std::chrono::milliseconds timeout_{0};
   int spin_ = 0;             // busy polls before yielding (small when ranks outnumber CPUs)
+  bool liveness_ = true;     // peers' pids are meaningful here (check_peers_visible)
   uint64_t step_ = 0;        // last step handed out
   uint64_t all_seen_ = 0;    // every rank is known to have arrived at this step
   Describer describe_ = nullptr;
