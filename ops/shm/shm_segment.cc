@@ -72,6 +72,16 @@ Status SharedMapping::create(const std::string& name, size_t bytes, SharedMappin
     return Status::communication(errno_text("ftruncate", name, err) + " (size " +
                                  std::to_string(bytes) + " bytes; is /dev/shm large enough?)");
   }
+  // Reserve the pages now: on a full /dev/shm (Docker's default is 64 MB) ftruncate succeeds
+  // and the first touch of a missing page would kill the process with SIGBUS.
+  const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+    close(fd);
+    shm_unlink(name.c_str());
+    return Status::communication(errno_text("posix_fallocate", name, rc) + " (" +
+                                 std::to_string(bytes) +
+                                 " bytes needed in /dev/shm; a container may need a larger --shm-size)");
+  }
   void* p = nullptr;
   Status s = map_fd(fd, name, bytes, &p);
   close(fd);  // the mapping keeps the memory; the descriptor is not needed any more

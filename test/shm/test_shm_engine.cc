@@ -217,6 +217,22 @@ TEST_CASE("shm ranks that disagree on the options all fail create() and leave no
   REQUIRE_FALSE(segment_exists(name));
 }
 
+TEST_CASE("shm segment larger than /dev/shm: every rank fails create() with a clear message",
+          "[shm][failure]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, 2);
+    o.segment_bytes = size_t{1} << 40;  // 1 TiB: tmpfs refuses the reservation up front
+    std::unique_ptr<ShmGroup> g;
+    Status s = ShmGroup::create(o, agree, &g);
+    if (s.is_ok()) return std::string("create() succeeded with a 1 TiB segment");
+    if (rank == 0 && s.message().find("/dev/shm") == std::string::npos) return "unclear error: " + s.to_string();
+    return std::string();
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE_FALSE(segment_exists(name));
+}
+
 TEST_CASE("shm rank killed mid-collective: the others fail naming it, in bounded time",
           "[shm][failure]") {
   const int n = 3;
