@@ -147,10 +147,11 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(eb)));
     if (!gets_result) continue;
 
-    // Step B: collect the other slices.
-    KOLO_RETURN_IF_ERROR(record(sync_.wait_all(eb)));
+    // Step B: collect the other slices, each as soon as its owner has it (with more ranks
+    // than cores the owners finish at different times).
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
+      KOLO_RETURN_IF_ERROR(record(sync_.wait_for(j, eb)));
       const char* theirs = slot(eb, j) + lo(j) * esize;
       all.for_range(off + lo(j), slices.len(j), [&](char* user, size_t done, size_t cnt) {
         std::memcpy(user, theirs + done * esize, cnt * esize);
