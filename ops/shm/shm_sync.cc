@@ -183,8 +183,15 @@ Status PeerSync::fail(Status s) {
 }
 
 Status PeerSync::published_failure() const {
-  const uint64_t w = header_->abort_word.load(std::memory_order_acquire);
+  uint64_t w = header_->abort_word.load(std::memory_order_acquire);
   if (w == 0) return Status::ok();
+  // The failing rank writes its message right after claiming the word; give it a moment (it
+  // may be descheduled), so that every rank reports the cause, not just who stopped.
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(1);
+  while ((w >> 32) != kAbortReady && Clock::now() < give_up) {
+    sched_yield();
+    w = header_->abort_word.load(std::memory_order_acquire);
+  }
   const int who = static_cast<int>(w & 0xffffffffu) - 1;
   std::string why = "(no message)";
   if ((w >> 32) == kAbortReady) why = header_->abort_message;
