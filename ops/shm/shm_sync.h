@@ -4,11 +4,12 @@
 // Protocol (why it is safe, in four lines). Every local rank counts "steps"; all ranks run
 // the same steps in the same order. The data area has two halves; step e writes only into
 // half e%2. A rank (1) announces step e with arrive(e) after writing its step-e data, (2)
-// reads a peer's step-e data only after wait_for(peer, e), and (3) before it arrives at e,
-// waits until every rank has arrived at e-1 — so nobody overwrites a half that a slower
-// peer is still reading (that peer reads half e%2 before it arrives at e+1).
-// Rule (3) also bounds how far any rank runs ahead: at most one step, which is why two
-// descriptor slots per rank suffice.
+// reads a peer's step-e data only after wait_for(peer, e) and finishes reading it before it
+// arrives at e+1, and (3) before it writes step-e data or arrives at e, waits until every
+// rank has arrived at e-1 (prepare(e)) — so nobody overwrites a half that a slower peer is
+// still reading. Rule (3) also bounds how far any rank runs ahead: at most one step, which
+// is why two descriptor slots per rank suffice. (allreduce_in_arena uses steps only as
+// barriers: it reads and writes the ranks' arena regions, not the halves.)
 //
 // Every wait is bounded: spin briefly (collectives of a few KB finish in about a
 // microsecond), then yield, then sleep; every 10 ms it checks that the peer's process still
