@@ -1,0 +1,21 @@
+# `cmake --install` puts headers, libkolo and a CMake package in place, so that a user
+# project does find_package(kolo) and links kolo::kolo.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS kolo EXPORT koloTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/kolo DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+set(KOLO_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/kolo)
+install(EXPORT koloTargets NAMESPACE kolo:: DESTINATION ${KOLO_CMAKE_DIR})
+set(KOLO_STATIC_DEPS "")
+if(NOT BUILD_SHARED_LIBS)
+  set(KOLO_STATIC_DEPS "find_dependency(MPI COMPONENTS C)")
+endif()
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/koloConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/koloConfig.cmake INSTALL_DESTINATION ${KOLO_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/koloConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/koloConfig.cmake ${PROJECT_BINARY_DIR}/koloConfigVersion.cmake
+        DESTINATION ${KOLO_CMAKE_DIR})

@@ -21,7 +21,11 @@ const std::set<std::string>& known_names() {
       "KOLO_FUSION_THRESHOLD",         "KOLO_CYCLE_TIME",
       "KOLO_CPU_CHUNK_BYTES",          "KOLO_CPU_OPERATIONS",
       "KOLO_LOG_LEVEL",                "KOLO_STALL_CHECK_TIME_SECONDS",
-      "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_TEST_RANKS_PER_HOST"};
+      "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_TEST_RANKS_PER_HOST",
+      "KOLO_TIMELINE",                 "KOLO_TIMELINE_MARK_CYCLES",
+      "KOLO_GPU_OPERATIONS",           "KOLO_AUTOTUNE",
+      "KOLO_AUTOTUNE_LOG",             "KOLO_AUTOTUNE_SAMPLES",
+      "KOLO_AUTOTUNE_WINDOW"};
   return names;
 }
 
@@ -89,6 +93,11 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     else if (*v == "shm") c.cpu_operations = CpuOperations::kShm;
     else return bad_value("KOLO_CPU_OPERATIONS", *v, "one of auto, mpi, shm");
   }
+  if (auto v = lookup("KOLO_GPU_OPERATIONS")) {
+    if (*v != "auto" && *v != "nccl" && *v != "staged")
+      return bad_value("KOLO_GPU_OPERATIONS", *v, "one of auto, nccl, staged");
+    c.gpu_operations = *v;
+  }
   if (auto v = lookup("KOLO_LOG_LEVEL")) {
     static const char* names[] = {"trace", "debug", "info", "warning", "error"};
     bool found = false;
@@ -106,6 +115,27 @@ Status Config::parse(const Lookup& lookup, Config* out) {
       return bad_value("KOLO_TEST_RANKS_PER_HOST", *v, "a whole number of ranks per host (0 = real hosts)");
     c.ranks_per_host_override = static_cast<int>(d);
   }
+  if (auto v = lookup("KOLO_TIMELINE")) c.timeline_path = *v;
+  if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");
+    c.timeline_mark_cycles = *v == "1";
+  }
+  if (auto v = lookup("KOLO_AUTOTUNE")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_AUTOTUNE", *v, "0 or 1");
+    c.autotune = *v == "1";
+  }
+  if (auto v = lookup("KOLO_AUTOTUNE_LOG")) c.autotune_log = *v;
+  auto count = [&](const char* name, int* field) -> Status {
+    auto v = lookup(name);
+    if (!v) return Status::ok();
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d < 1 || d > 1e6)
+      return bad_value(name, *v, "a whole number from 1 to 1000000");
+    *field = static_cast<int>(d);
+    return Status::ok();
+  };
+  KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples));
+  KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_WINDOW", &c.autotune_window));
   *out = c;
   return Status::ok();
 }

@@ -30,6 +30,8 @@ struct Config {
   // CPU reductions run in pieces of this many bytes, so each piece stays in cache (KOLO_CPU_CHUNK_BYTES).
   size_t cpu_chunk_bytes = 1u << 20;
   CpuOperations cpu_operations = CpuOperations::kAuto;  // KOLO_CPU_OPERATIONS
+  // GPU executor: auto (NCCL unless ranks share a GPU, then host-staged), nccl, staged.
+  std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS
   LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
   // A tensor submitted by some ranks but not all for this long is reported (0 = never).
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS
@@ -37,6 +39,14 @@ struct Config {
   double stall_shutdown_seconds = 0.0;   // KOLO_STALL_SHUTDOWN_TIME_SECONDS
   // Test hook: pretend every `n` consecutive ranks share a host (0 = real hosts).
   int ranks_per_host_override = 0;       // KOLO_TEST_RANKS_PER_HOST
+  // Rank 0 writes a Chrome trace here (empty = off).
+  std::string timeline_path;             // KOLO_TIMELINE
+  bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
+  // Online tuning of fusion threshold, cycle time and chunk size (core/autotune.h).
+  bool autotune = false;                 // KOLO_AUTOTUNE
+  std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
+  int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried
+  int autotune_window = 20;              // KOLO_AUTOTUNE_WINDOW: response lists per sample
 
   using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
   // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.

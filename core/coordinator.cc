@@ -2,6 +2,8 @@
 #include "core/coordinator.h"
 
 #include <algorithm>
+#include <csignal>
+#include <cstring>
 
 #include "core/fusion.h"
 #include "core/logging.h"
@@ -22,8 +24,66 @@ constexpr auto kShutdownBound = std::chrono::seconds(10);
 
 }  // namespace
 
-Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& queue)
-    : config_(config), backend_(backend), queue_(queue), topo_(backend.topology()), table_(topo_.size) {}
+Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& queue, Timeline* timeline)
+    : config_(config),
+      backend_(backend),
+      queue_(queue),
+      topo_(backend.topology()),
+      timeline_(timeline && timeline->enabled() ? timeline : nullptr),
+      table_(topo_.size),
+      fusion_threshold_(config.fusion_threshold_bytes),
+      max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)) {
+  if (timeline_)
+    for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
+  if (config.autotune && topo_.rank == 0) {
+    AutotuneOptions o;
+    o.initial = AutotuneParams::make(config.fusion_threshold_bytes, config.cycle_time_ms, config.cpu_chunk_bytes);
+    o.max_samples = config.autotune_samples;
+    o.records_per_sample = config.autotune_window;
+    o.warmup_samples = std::min(o.warmup_samples, std::max(0, o.max_samples - 1));
+    tuner_ = std::make_unique<Autotuner>(o);
+    last_record_ = Clock::now();
+    if (!config.autotune_log.empty()) {
+      autotune_log_.open(config.autotune_log, std::ios::out | std::ios::trunc);
+      if (autotune_log_) autotune_log_ << Autotuner::csv_header() << "\n" << std::flush;
+      else KOLO_LOG(LogLevel::kWarning, "KOLO_AUTOTUNE_LOG=\"" << config.autotune_log << "\": cannot write");
+    }
+  }
+}
+
+void Coordinator::tune_after(const ResponseList& list) {
+  uint64_t bytes = 0;
+  for (const Response& r : list.responses)
+    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);
+  if (bytes == 0 || tuner_->done()) return;
+  const auto now = Clock::now();
+  tuner_->record(bytes, std::chrono::duration<double>(now - last_record_).count());
+  last_record_ = now;
+  if (auto p = tuner_->take_new_params()) pending_params_ = p;
+  for (const auto& row : tuner_->take_new_rows())
+    if (autotune_log_) autotune_log_ << row << "\n" << std::flush;
+  if (tuner_->done() && !pending_params_)
+    KOLO_LOG(LogLevel::kInfo, "autotune done: fusion threshold " << tuner_->current().fusion_threshold_bytes()
+                                  << " B, cycle " << tuner_->current().cycle_time_ms() << " ms, chunk "
+                                  << tuner_->current().cpu_chunk_bytes() << " B");
+}
+
+void Coordinator::apply_params(const ResponseList& list) {
+  if (!list.has_params) return;
+  fusion_threshold_ = static_cast<size_t>(list.fusion_threshold_bytes);
+  max_sleep_us_ = std::max<int64_t>(1, static_cast<int64_t>(list.cycle_time_ms * 1000.0));
+  for (Executor* e : backend_.executors()) e->set_cpu_chunk_bytes(static_cast<size_t>(list.cpu_chunk_bytes));
+}
+
+Status Coordinator::add_request(const Request& q) {
+  bool first = false;
+  KOLO_RETURN_IF_ERROR(table_.add(q, Clock::now(), &first));
+  if (timeline_) {
+    if (first) timeline_->begin(q.name, "NEGOTIATE");
+    timeline_->mark(q.name, "rank " + std::to_string(q.rank) + " ready");
+  }
+  return Status::ok();
+}
 
 Coordinator::~Coordinator() { join(); }
 
@@ -33,9 +93,24 @@ void Coordinator::start() {
   thread_ = std::thread([this] { loop(); });
 }
 
-void Coordinator::request_shutdown() {
+namespace {
+std::atomic<int> g_pending_signal{0};
+}
+
+void Coordinator::note_signal(int signo) { g_pending_signal.store(signo); }
+
+void Coordinator::request_shutdown(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(reason_mu_);
+    if (shutdown_reason_.empty()) shutdown_reason_ = reason;
+  }
   shutdown_requested_ = true;
   queue_.notify();
+}
+
+std::string Coordinator::take_reason() {
+  std::lock_guard<std::mutex> lock(reason_mu_);
+  return shutdown_reason_;
 }
 
 void Coordinator::join() {
@@ -49,9 +124,12 @@ void Coordinator::stop(const Status& reason) {
 
 void Coordinator::loop() {
   auto last_activity = Clock::now();
-  const auto max_sleep = microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000.0));
   while (running_) {
+    if (int sig = g_pending_signal.load(); sig != 0 && !shutdown_requested_)
+      request_shutdown("rank " + std::to_string(topo_.rank) + " received signal " + std::to_string(sig) + " (" +
+                       strsignal(sig) + ")");
     bool activity = false;
+    const auto cycle_start = Clock::now();
     Status s = topo_.rank == 0 ? root_cycle(&activity) : worker_cycle(&activity);
     if (!s.is_ok()) {
       KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
@@ -61,6 +139,9 @@ void Coordinator::loop() {
     if (!running_) break;
     const auto now = Clock::now();
     if (activity) {
+      active_cycles_.fetch_add(1, std::memory_order_relaxed);
+      active_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(now - cycle_start).count(),
+                           std::memory_order_relaxed);
       last_activity = now;
       continue;
     }
@@ -68,19 +149,31 @@ void Coordinator::loop() {
     if (idle < kSpinWindow) {
       std::this_thread::yield();
     } else {
-      auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), kMinSleep, max_sleep);
+      const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
+      auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),
+                              max_sleep);
       queue_.wait_for_work(sleep);
     }
+  }
+  // A signal kolo intercepted ends the process as the signal would have, now that every
+  // peer has been told why.
+  if (int sig = g_pending_signal.load(); sig != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
   }
 }
 
 Status Coordinator::root_cycle(bool* activity) {
   for (Request& q : queue_.take_requests()) {
-    KOLO_RETURN_IF_ERROR(table_.add(q));
+    KOLO_RETURN_IF_ERROR(add_request(q));
     *activity = true;
   }
   bool shutdown = shutdown_requested_.load();
-  std::string reason = shutdown ? "kolo was shut down by rank 0 while this collective was pending" : "";
+  std::string reason;
+  if (shutdown) {
+    reason = take_reason();
+    if (reason.empty()) reason = "kolo was shut down by rank 0 while this collective was pending";
+  }
   for (;;) {
     int source = -1;
     bool got = false;
@@ -90,22 +183,40 @@ Status Coordinator::root_cycle(bool* activity) {
     *activity = true;
     RequestList list;
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
-    for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(table_.add(q));
+    for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(add_request(q));
     if (list.shutdown && !shutdown) {
       shutdown = true;
-      reason = "kolo was shut down by rank " + std::to_string(source) + " while this collective was pending";
+      reason = !list.shutdown_reason.empty()
+                   ? list.shutdown_reason
+                   : "kolo was shut down by rank " + std::to_string(source) + " while this collective was pending";
     }
   }
   check_stalls(&shutdown, &reason);
 
   std::vector<Response> ready = table_.take_ready();
-  if (!ready.empty() || shutdown) {
+  if (timeline_) {
+    for (const Response& r : ready) {
+      timeline_->end(r.names[0]);
+      timeline_->begin(r.names[0], "QUEUE");
+    }
+    if (!ready.empty()) timeline_->cycle_mark();
+  }
+  if (!ready.empty() || shutdown || pending_params_) {
     ResponseList list;
-    list.responses = fuse_responses(std::move(ready), config_.fusion_threshold_bytes);
+    list.responses = fuse_responses(std::move(ready), fusion_threshold_);
     list.shutdown = shutdown;
     list.shutdown_reason = reason;
+    if (pending_params_) {
+      list.has_params = true;
+      list.fusion_threshold_bytes = pending_params_->fusion_threshold_bytes();
+      list.cycle_time_ms = pending_params_->cycle_time_ms();
+      list.cpu_chunk_bytes = pending_params_->cpu_chunk_bytes();
+      pending_params_.reset();
+    }
     if (topo_.size > 1) KOLO_RETURN_IF_ERROR(backend_.channel().send_to_all(encode(list)));
     KOLO_RETURN_IF_ERROR(execute_list(list));
+    apply_params(list);
+    if (tuner_) tune_after(list);
     *activity = true;
     if (shutdown) {
       root_drain_acks();
@@ -122,6 +233,7 @@ Status Coordinator::worker_cycle(bool* activity) {
   out.requests = queue_.take_requests();
   if (shutdown_requested_ && !shutdown_sent_) {
     out.shutdown = true;
+    out.shutdown_reason = take_reason();
     shutdown_sent_ = true;
   }
   if (!out.requests.empty() || out.shutdown) {
@@ -137,6 +249,7 @@ Status Coordinator::worker_cycle(bool* activity) {
     ResponseList list;
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
     KOLO_RETURN_IF_ERROR(execute_list(list));
+    apply_params(list);
     if (list.shutdown) {
       RequestList ack;
       ack.shutdown_ack = true;
@@ -225,6 +338,13 @@ void Coordinator::execute_one(const Response& r) {
     KOLO_LOG(LogLevel::kError, s.message());
     return;
   }
+  if (timeline_) {
+    static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR"};
+    for (const auto& n : r.names) {
+      timeline_->end(n);
+      timeline_->begin(n, labels[static_cast<int>(r.type)]);
+    }
+  }
   if (r.type == Response::Type::kError) {
     s = Status::mismatch(r.error);
   } else {
@@ -235,11 +355,33 @@ void Coordinator::execute_one(const Response& r) {
         break;
       }
     }
+    const auto t0 = Clock::now();
     s = chosen ? chosen->execute(r, entries)
                : Status::invalid_argument("\"" + r.names[0] + "\": no executor runs " + device_name(r.device) +
                                           " tensors in this build");
+    execution_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                            std::memory_order_relaxed);
+    collectives_.fetch_add(1, std::memory_order_relaxed);
   }
+  tensors_.fetch_add(entries.size(), std::memory_order_relaxed);
+  if (timeline_)
+    for (const auto& n : r.names) timeline_->end(n);
   for (auto& e : entries) e.handle->complete(s);
+}
+
+}  // namespace kolo
+
+namespace kolo {
+
+RuntimeStats Coordinator::stats() const {
+  RuntimeStats st;
+  st.active_cycles = active_cycles_.load();
+  st.collectives = collectives_.load();
+  st.tensors = tensors_.load();
+  const double exec = static_cast<double>(execution_ns_.load()) * 1e-9;
+  st.execution_seconds = exec;
+  st.coordination_seconds = static_cast<double>(active_ns_.load()) * 1e-9 - exec;
+  return st;
 }
 
 }  // namespace kolo

@@ -12,26 +12,37 @@
 #pragma once
 
 #include <atomic>
+#include <fstream>
+#include <optional>
+#include <mutex>
 #include <memory>
 #include <set>
 #include <thread>
 
+#include "core/autotune.h"
 #include "core/backend.h"
 #include "core/config.h"
 #include "core/negotiation.h"
 #include "core/tensor_queue.h"
+#include "kolo/runtime.h"
 
 namespace kolo {
 
 class Coordinator {
  public:
-  Coordinator(const Config& config, Backend& backend, TensorQueue& queue);
+  // `timeline` (may be null) is rank 0's, owned by the caller.
+  Coordinator(const Config& config, Backend& backend, TensorQueue& queue, Timeline* timeline = nullptr);
   ~Coordinator();
   void start();
   // Asks the job to stop; returns at once. join() waits for this process's loop to end.
-  void request_shutdown();
+  // `reason` (optional) replaces "kolo was shut down by rank R" in every rank's errors.
+  void request_shutdown(const std::string& reason = "");
+  // Called from a signal handler (async-signal-safe): shut the job down because this
+  // process received `signo`; the loop re-raises it once peers have been told.
+  static void note_signal(int signo);
   void join();
   bool running() const { return running_.load(); }
+  RuntimeStats stats() const;
 
  private:
   void loop();
@@ -43,20 +54,38 @@ class Coordinator {
   void check_stalls(bool* shutdown, std::string* reason);
   void root_drain_acks();
   void stop(const Status& reason);
+  Status add_request(const Request& q);
+  // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
+  void tune_after(const ResponseList& list);
+  void apply_params(const ResponseList& list);
 
   // Constant after construction.
   const Config config_;
   Backend& backend_;
   TensorQueue& queue_;
   const Topology topo_;
+  Timeline* const timeline_;
 
   // Coordinator thread only.
   MessageTable table_;  // rank 0 only
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
   bool shutdown_sent_ = false;
+  size_t fusion_threshold_;                       // rank 0 decides fusion; autotune may change it
+  std::atomic<int64_t> max_sleep_us_;             // longest idle sleep (KOLO_CYCLE_TIME)
+  std::unique_ptr<Autotuner> tuner_;              // rank 0 with KOLO_AUTOTUNE=1
+  std::optional<AutotuneParams> pending_params_;  // rank 0: to carry on the next list
+  std::chrono::steady_clock::time_point last_record_;
+  std::ofstream autotune_log_;
+
+  // Written by the coordinator thread, read by stats() from any thread.
+  std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};
+  std::atomic<int64_t> active_ns_{0}, execution_ns_{0};
 
   std::atomic<bool> shutdown_requested_{false};
+  std::mutex reason_mu_;
+  std::string shutdown_reason_;  // guarded by reason_mu_
+  std::string take_reason();
   std::atomic<bool> running_{false};
   std::thread thread_;
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/message.h"
+#include "core/timeline.h"
 #include "core/tensor_queue.h"
 #include "kolo/status.h"
 
@@ -24,6 +25,29 @@ class Executor {
   // ranks choose the same executor).
   virtual bool accepts(const Response& response) const = 0;
   virtual Status execute(const Response& response, std::vector<TensorEntry>& entries) = 0;
+
+  // Autotune: the size of the pieces CPU reductions are cut into changes. Called on every
+  // rank between the same two response lists. Executors that do not chunk ignore it.
+  virtual void set_cpu_chunk_bytes(size_t /*bytes*/) {}
+
+  // Rank 0's timeline, when enabled; executors report their phases through phase().
+  void set_timeline(Timeline* t) { timeline_ = t; }
+
+ protected:
+  // Opens `name` on every entry's track (closing the previous phase opened here, if any);
+  // an empty name just closes it.
+  void phase(const std::vector<TensorEntry>& entries, const char* name) {
+    if (!timeline_ || !timeline_->enabled()) return;
+    for (const auto& e : entries) {
+      if (phase_open_) timeline_->end(e.request.name);
+      if (name && *name) timeline_->begin(e.request.name, name);
+    }
+    phase_open_ = name && *name;
+  }
+
+ private:
+  Timeline* timeline_ = nullptr;
+  bool phase_open_ = false;
 };
 
 }  // namespace kolo

@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -136,6 +136,7 @@ std::vector<uint8_t> encode(const RequestList& list) {
   w.u8(kRequestMagic);
   w.u8(kVersion);
   w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.shutdown_ack ? 2 : 0)));
+  w.str(list.shutdown_reason);
   w.pod<uint32_t>(static_cast<uint32_t>(list.requests.size()));
   for (const Request& q : list.requests) {
     w.pod(q.rank);
@@ -157,8 +158,13 @@ std::vector<uint8_t> encode(const ResponseList& list) {
   Writer w;
   w.u8(kResponseMagic);
   w.u8(kVersion);
-  w.u8(list.shutdown ? 1 : 0);
+  w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.has_params ? 2 : 0)));
   w.str(list.shutdown_reason);
+  if (list.has_params) {
+    w.pod(list.fusion_threshold_bytes);
+    w.pod(list.cycle_time_ms);
+    w.pod(list.cpu_chunk_bytes);
+  }
   w.pod<uint32_t>(static_cast<uint32_t>(list.responses.size()));
   for (const Response& s : list.responses) {
     w.u8(static_cast<uint8_t>(s.type));
@@ -180,10 +186,10 @@ Status decode(const uint8_t* data, size_t size, RequestList* out) {
   Reader r(data, size);
   uint8_t magic, version, flags;
   uint32_t n;
-  if (!r.u8(&magic) || magic != kRequestMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
-      flags > 3 || !r.count(&n, 20))
-    return corrupt("request", r);
   RequestList list;
+  if (!r.u8(&magic) || magic != kRequestMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
+      flags > 3 || !r.str(&list.shutdown_reason) || !r.count(&n, 20))
+    return corrupt("request", r);
   list.shutdown = flags & 1;
   list.shutdown_ack = flags & 2;
   list.requests.resize(n);
@@ -200,9 +206,14 @@ Status decode(const uint8_t* data, size_t size, ResponseList* out) {
   uint32_t n;
   ResponseList list;
   if (!r.u8(&magic) || magic != kResponseMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
-      flags > 1 || !r.str(&list.shutdown_reason) || !r.count(&n, 20))
+      flags > 3 || !r.str(&list.shutdown_reason))
     return corrupt("response", r);
   list.shutdown = flags & 1;
+  list.has_params = flags & 2;
+  if (list.has_params && (!r.pod(&list.fusion_threshold_bytes) || !r.pod(&list.cycle_time_ms) ||
+                          !r.pod(&list.cpu_chunk_bytes) || !(list.cycle_time_ms > 0) || list.cpu_chunk_bytes == 0))
+    return corrupt("response", r);
+  if (!r.count(&n, 20)) return corrupt("response", r);
   list.responses.resize(n);
   for (auto& s : list.responses)
     if (!get_response(r, &s)) return corrupt("response", r);

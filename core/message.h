@@ -40,6 +40,7 @@ struct RequestList {
   std::vector<Request> requests;
   bool shutdown = false;      // this rank asks the job's runtime to stop
   bool shutdown_ack = false;  // this rank saw rank 0's shutdown and sends nothing more
+  std::string shutdown_reason;  // why this rank asks (empty: an ordinary kolo::shutdown())
   bool operator==(const RequestList&) const = default;
 };
 
@@ -65,6 +66,11 @@ struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;
   std::string shutdown_reason;
+  // Autotune: when set, every rank switches to these values after executing this list.
+  bool has_params = false;
+  uint64_t fusion_threshold_bytes = 0;
+  double cycle_time_ms = 0;
+  uint64_t cpu_chunk_bytes = 0;
   bool operator==(const ResponseList&) const = default;
 };
 

@@ -52,10 +52,11 @@ std::string describe_disagreement(const char* attribute, const std::vector<std::
 
 MessageTable::MessageTable(int world_size) : size_(world_size) {}
 
-Status MessageTable::add(const Request& q, Clock::time_point now) {
+Status MessageTable::add(const Request& q, Clock::time_point now, bool* first) {
   if (q.rank < 0 || q.rank >= size_)
     return Status::internal("request for \"" + q.name + "\" from unknown rank " + std::to_string(q.rank));
   auto [it, inserted] = slots_.try_emplace(q.name);
+  if (first) *first = inserted;
   Slot& slot = it->second;
   if (inserted) {
     slot.by_rank.resize(size_);

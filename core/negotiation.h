@@ -25,7 +25,8 @@ class MessageTable {
   explicit MessageTable(int world_size);
 
   // Records one rank's request. Requests with a rank outside [0, size) are rejected.
-  Status add(const Request& request, Clock::time_point now = Clock::now());
+  // *first (optional) tells whether this was the first request seen for the name.
+  Status add(const Request& request, Clock::time_point now = Clock::now(), bool* first = nullptr);
   // Responses for the names now submitted by every rank, in the order they completed.
   std::vector<Response> take_ready();
 

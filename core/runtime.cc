@@ -1,7 +1,11 @@
 // The public entry points of kolo/runtime.h and kolo/collectives.h: one process-wide
 // runtime (config, backend, queue, coordinator), created by init() and torn down by
 // shutdown() or at exit.
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <exception>
+#include <thread>
 #include <memory>
 #include <mutex>
 
@@ -9,6 +13,7 @@
 #include "core/coordinator.h"
 #include "core/logging.h"
 #include "core/tensor_queue.h"
+#include "core/timeline.h"
 #include "kolo/collectives.h"
 #include "kolo/runtime.h"
 
@@ -19,6 +24,7 @@ struct Runtime {
   Config config;
   std::unique_ptr<Backend> backend;
   TensorQueue queue;
+  Timeline timeline;  // rank 0 only, when KOLO_TIMELINE is set
   std::unique_ptr<Coordinator> coordinator;
   Topology topo;
 };
@@ -28,6 +34,51 @@ std::unique_ptr<Runtime> g_runtime;  // guarded by g_mu for creation/destruction
 bool g_finalized = false;            // guarded by g_mu: MPI cannot be initialised twice
 
 void shutdown_at_exit() { kolo::shutdown(); }
+
+void on_signal(int signo) { Coordinator::note_signal(signo); }
+
+// SIGINT/SIGTERM: tell every rank why, then end as the signal would have. Only where the
+// program left the default action in place: a program's own handler is respected.
+void install_signal_handlers() {
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+std::terminate_handler g_previous_terminate = nullptr;
+
+// An uncaught exception on this rank: tell the other ranks (their pending collectives fail
+// naming this rank and the exception) before the process aborts, instead of leaving them to
+// wait for a peer that is gone. Bounded: at most 3 s.
+[[noreturn]] void on_terminate() {
+  std::string what = "unknown exception";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      what = ex.what();
+    } catch (...) {
+    }
+  }
+  Runtime* rt = g_runtime.get();
+  if (rt && rt->coordinator && rt->coordinator->running()) {
+    const std::string reason =
+        "rank " + std::to_string(rt->topo.rank) + " ended with an uncaught exception: " + what;
+    KOLO_LOG(LogLevel::kError, reason);
+    rt->coordinator->request_shutdown(reason);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (rt->coordinator->running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
 
 Runtime& runtime() {
   Runtime* r = g_runtime.get();
@@ -80,11 +131,20 @@ void init(int* argc, char*** argv) {
   set_log_context(rt->config.log_level, rt->topo.rank);
   for (const auto& n : Config::unknown_env_names())
     KOLO_LOG(LogLevel::kWarning, "ignoring unknown variable " << n << " (see docs/knobs.md for kolo's knobs)");
-  rt->coordinator = std::make_unique<Coordinator>(rt->config, *rt->backend, rt->queue);
+  if (!rt->config.timeline_path.empty() && rt->topo.rank == 0) {
+    Status s = rt->timeline.open(rt->config.timeline_path, rt->config.timeline_mark_cycles);
+    if (!s.is_ok()) {
+      rt->backend->finalize();
+      throw Error(s);
+    }
+  }
+  rt->coordinator = std::make_unique<Coordinator>(rt->config, *rt->backend, rt->queue, &rt->timeline);
   rt->coordinator->start();
   static bool registered = false;
   if (!registered) {
     std::atexit(shutdown_at_exit);
+    install_signal_handlers();
+    g_previous_terminate = std::set_terminate(on_terminate);
     registered = true;
   }
   g_runtime = std::move(rt);
@@ -97,6 +157,7 @@ void shutdown() {
   g_runtime->coordinator->join();
   g_runtime->queue.close(Status::aborted("kolo has been shut down"));
   g_runtime->coordinator.reset();
+  g_runtime->timeline.close();
   g_runtime->backend->finalize();
   g_runtime.reset();
   g_finalized = true;
@@ -109,6 +170,12 @@ int local_rank() { return runtime().topo.local_rank; }
 int local_size() { return runtime().topo.local_size; }
 int cross_rank() { return runtime().topo.cross_rank; }
 int cross_size() { return runtime().topo.cross_size; }
+
+RuntimeStats runtime_stats() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_runtime || !g_runtime->coordinator) return {};
+  return g_runtime->coordinator->stats();
+}
 
 Handle allreduce_async(const TensorView& tensor, const std::string& name, const AllreduceOptions& o) {
   Request q;

@@ -9,6 +9,9 @@
 #include "ops/mpi_channel.h"
 #include "ops/mpi_executor.h"
 #include "ops/mpi_util.h"
+#ifdef KOLO_HAVE_CUDA
+#include "ops/gpu/gpu_executors.h"
+#endif
 
 namespace kolo {
 namespace {
@@ -48,7 +51,19 @@ class MpiBackend final : public Backend {
     MPI_Comm_size(cross_, &topo_.cross_size);
     ops::create_half_ops();
     channel_ = std::make_unique<ops::MpiChannel>(control_);
-    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, config.cpu_chunk_bytes);
+    // Every rank must cut reductions into the same pieces (their element counts meet in one
+    // MPI call): rank 0's chunk size wins.
+    unsigned long long chunk = config.cpu_chunk_bytes;
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Bcast(&chunk, 1, MPI_UNSIGNED_LONG_LONG, 0, data_), "MPI_Bcast(chunk)"));
+    if (chunk != config.cpu_chunk_bytes)
+      KOLO_LOG(LogLevel::kWarning, "KOLO_CPU_CHUNK_BYTES differs from rank 0's; using rank 0's " << chunk);
+    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk));
+#ifdef KOLO_HAVE_CUDA
+    // GPU executors take GPU tensors only; they come first so the MPI executor keeps CPU ones.
+    KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(data_, topo_, config.gpu_operations, mpi_executor_.get(),
+                                                             &gpu_executors_));
+    for (auto& e : gpu_executors_) executors_.push_back(e.get());
+#endif
     executors_.push_back(mpi_executor_.get());
     return Status::ok();
   }
@@ -61,6 +76,7 @@ class MpiBackend final : public Backend {
     if (finalized_) return;
     finalized_ = true;
     executors_.clear();
+    gpu_executors_.clear();  // before the MPI executor the staged one borrows
     mpi_executor_.reset();
     channel_.reset();
     int finalized = 0;
@@ -79,6 +95,7 @@ class MpiBackend final : public Backend {
   MPI_Comm control_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
   std::unique_ptr<ops::MpiChannel> channel_;
   std::unique_ptr<ops::MpiExecutor> mpi_executor_;
+  std::vector<std::unique_ptr<Executor>> gpu_executors_;  // empty unless KOLO_HAVE_CUDA
   std::vector<Executor*> executors_;
 };
 

@@ -48,27 +48,38 @@ Status MpiExecutor::allreduce_buffer(void* buf, size_t count, DType t, ReduceOp 
 Status MpiExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
   if (entries.size() == 1) {
     TensorView& v = entries[0].view;
-    return allreduce_buffer(v.data, static_cast<size_t>(v.num_elements()), r.dtype, r.reduce_op, r.prescale,
+    phase(entries, "MPI_ALLREDUCE");
+    Status s = allreduce_buffer(v.data, static_cast<size_t>(v.num_elements()), r.dtype, r.reduce_op, r.prescale,
                             r.postscale);
+    phase(entries, "");
+    return s;
   }
   // Fused: pack (applying prescale), reduce in pieces, unpack.
   const size_t esize = dtype_size(r.dtype);
   size_t total = 0;
   for (auto& e : entries) total += static_cast<size_t>(e.view.num_elements());
   if (fusion_.size() < total * esize) fusion_.resize(total * esize);
+  phase(entries, "MEMCPY_IN_FUSION_BUFFER");
   size_t off = 0;
   for (auto& e : entries) {
     const size_t n = static_cast<size_t>(e.view.num_elements());
     scale_copy(fusion_.data() + off * esize, e.view.data, n, r.dtype, r.prescale);
     off += n;
   }
-  KOLO_RETURN_IF_ERROR(allreduce_buffer(fusion_.data(), total, r.dtype, r.reduce_op, 1.0, r.postscale));
+  phase(entries, "MPI_ALLREDUCE");
+  Status s = allreduce_buffer(fusion_.data(), total, r.dtype, r.reduce_op, 1.0, r.postscale);
+  if (!s.is_ok()) {
+    phase(entries, "");
+    return s;
+  }
+  phase(entries, "MEMCPY_OUT_FUSION_BUFFER");
   off = 0;
   for (auto& e : entries) {
     const size_t n = static_cast<size_t>(e.view.num_elements());
     std::memcpy(e.view.data, fusion_.data() + off * esize, n * esize);
     off += n;
   }
+  phase(entries, "");
   return Status::ok();
 }
 

@@ -23,6 +23,7 @@ class MpiExecutor final : public Executor {
   const char* name() const override { return "mpi"; }
   bool accepts(const Response& r) const override { return r.device.is_cpu(); }
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
+  void set_cpu_chunk_bytes(size_t bytes) override { chunk_bytes_ = bytes; }
 
   // In-place chunked allreduce of `count` elements at `buf` (shared with other executors'
   // tests and the benchmarks).

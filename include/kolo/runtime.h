@@ -14,6 +14,8 @@
 // shutdown() must not race with each other.
 #pragma once
 
+#include <cstdint>
+
 namespace kolo {
 
 void init();
@@ -27,5 +29,15 @@ int local_rank();  // rank among the processes on this host
 int local_size();  // processes on this host
 int cross_rank();  // index of this host among hosts (rank of the local leader's group)
 int cross_size();  // number of hosts
+
+// Counters of this process's coordinator since init(), for benchmarks and diagnostics.
+struct RuntimeStats {
+  uint64_t active_cycles = 0;        // coordinator passes that handled any work
+  uint64_t collectives = 0;          // responses executed (a fused buffer counts once)
+  uint64_t tensors = 0;              // tensors completed (fused ones counted each)
+  double coordination_seconds = 0;   // time in active passes outside the executors
+  double execution_seconds = 0;      // time inside executors (copies + transport)
+};
+RuntimeStats runtime_stats();
 
 }  // namespace kolo

@@ -1,0 +1,33 @@
+#include "bench_util.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace kolo::bench {
+
+std::vector<Stats> measure(int warmup, int iters, const std::vector<std::function<void()>>& bodies,
+                           const std::function<void(size_t)>& before) {
+  std::vector<std::vector<double>> t(bodies.size());
+  for (int i = 0; i < warmup + iters; ++i) {
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      if (before) before(b);
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto a = std::chrono::steady_clock::now();
+      bodies[b]();
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+      double slowest = 0;
+      MPI_Allreduce(&ms, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (i >= warmup) t[b].push_back(slowest);
+    }
+  }
+  std::vector<Stats> out;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    out.push_back(v.empty() ? Stats{} : Stats{v.front(), v[v.size() / 2]});
+  }
+  return out;
+}
+
+}  // namespace kolo::bench

@@ -1,0 +1,324 @@
+// The kolo-train loop: data -> model -> broadcast -> epochs of (forward, backward with
+// overlapped allreduce, step) -> evaluation over the whole test set -> checkpoint.
+#include "examples/kolo_train/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "kolo/kolo.h"
+#include "nn/checkpoint.h"
+#include "nn/data.h"
+#include "nn/gemm.h"
+#include "nn/loss.h"
+#include "nn/models.h"
+#include "nn/sampler.h"
+#include "optimizer/distributed_optimizer.h"
+#include "optimizer/schedule.h"
+
+namespace kolo::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A well-mixed seed for stream `stream` of `rank` in `epoch` (splitmix64 finaliser), so
+// every random stream of the run is a pure function of (seed, rank, epoch): resuming at
+// an epoch boundary reproduces the uninterrupted run.
+uint64_t stream_seed(uint64_t seed, uint64_t rank, uint64_t epoch, uint64_t stream) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (1 + rank + (epoch << 20) + (stream << 40));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+struct Data {
+  nn::Dataset train, test;
+};
+
+Data load_data(const TrainOptions& o) {
+  Data d;
+  if (o.dataset == "fashion-mnist" || o.dataset == "mnist") {
+    d.train = nn::load_mnist_dir(o.data_dir, true);
+    d.test = nn::load_mnist_dir(o.data_dir, false);
+  } else if (o.dataset == "cifar10") {
+    d.train = nn::load_cifar10_dir(o.data_dir, true);
+    d.test = nn::load_cifar10_dir(o.data_dir, false);
+  } else if (o.dataset == "synthetic") {
+    const nn::Dims shape = o.model == "resnet50" ? nn::Dims{3, 224, 224}
+                           : o.model == "lenet"  ? nn::Dims{1, 28, 28}
+                                                 : nn::Dims{3, 32, 32};
+    const int classes = o.model == "resnet50" ? 1000 : 10;
+    d.train = nn::make_synthetic(static_cast<size_t>(o.synthetic_size), shape, classes, o.seed);
+    d.test = nn::make_synthetic(1024, shape, classes, o.seed + 1);
+    return d;  // already standard normal
+  } else {
+    throw std::invalid_argument("unknown data set \"" + o.dataset +
+                                "\" (known: fashion-mnist, mnist, cifar10, synthetic)");
+  }
+  const auto stats = nn::channel_stats(d.train);
+  nn::normalise(d.train, stats);
+  nn::normalise(d.test, stats);
+  return d;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const TrainOptions& o, nn::ParamStore& params) {
+  if (o.optimizer == "sgd") {
+    return std::make_unique<SGD>(params, SgdOptions{o.lr, o.momentum, o.weight_decay, o.nesterov});
+  }
+  if (o.optimizer == "adam" || o.optimizer == "adamw") {
+    AdamOptions a;
+    a.lr = o.lr;
+    a.weight_decay = o.weight_decay;
+    a.decoupled = o.optimizer == "adamw";
+    return std::make_unique<Adam>(params, a);
+  }
+  throw std::invalid_argument("unknown optimizer \"" + o.optimizer + "\" (known: sgd, adam, adamw)");
+}
+
+LrSchedule make_schedule(const TrainOptions& o) {
+  LrSchedule s;
+  s.base_lr = o.lr;
+  s.warmup_epochs = o.warmup_epochs;
+  s.kind = LrSchedule::parse_kind(o.schedule);
+  s.total_epochs = o.epochs;
+  s.milestones = {o.epochs * 0.5, o.epochs * 0.75};
+  return o.scale_lr ? s.with_world_size(kolo::size()) : s;
+}
+
+// Accuracy and mean loss over the whole test set: each rank evaluates its shard, then the
+// sums are added across ranks.
+std::pair<double, double> evaluate(nn::Model& model, const nn::Dataset& test) {
+  int64_t begin, end;
+  nn::eval_shard(static_cast<int64_t>(test.size()), kolo::rank(), kolo::size(), &begin, &end);
+  nn::Tensor x;
+  std::vector<int32_t> y;
+  nn::Rng unused;
+  nn::SoftmaxCrossEntropy loss;
+  double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, count
+  constexpr int64_t kEvalBatch = 500;
+  for (int64_t b = begin; b < end; b += kEvalBatch) {
+    std::vector<int64_t> idx;
+    for (int64_t i = b; i < std::min(end, b + kEvalBatch); ++i) idx.push_back(i);
+    nn::gather_batch(test, idx, {}, unused, x, y);
+    const auto r = loss.forward(model.forward(x, false), y.data());
+    sums[0] += r.correct;
+    sums[1] += r.loss * static_cast<double>(idx.size());
+    sums[2] += static_cast<double>(idx.size());
+  }
+  allreduce(TensorView::of(sums, Shape{3}), "eval.sums", AllreduceOptions{ReduceOp::kSum});
+  return {sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+std::string checkpoint_path(const TrainOptions& o) {
+  return (std::filesystem::path(o.checkpoint_dir) / "checkpoint.kolo").string();
+}
+
+void save_checkpoint(const TrainOptions& o, nn::Model& model, Optimizer& opt, int next_epoch,
+                     int64_t step) {
+  if (kolo::rank() != 0) return;
+  std::filesystem::create_directories(o.checkpoint_dir);
+  nn::Checkpoint ck;
+  nn::save_model(ck, model);
+  save_optimizer(ck, opt);
+  ck.put_i64("train.next_epoch", next_epoch);
+  ck.put_i64("train.step", step);
+  ck.put_i64("train.seed", static_cast<int64_t>(o.seed));
+  ck.write_file(checkpoint_path(o));
+}
+
+// Rank 0 reads the file and broadcasts its bytes; every rank then parses and validates
+// the same bytes, so all ranks accept or refuse it together.
+void load_checkpoint(const TrainOptions& o, nn::Model& model, Optimizer& opt, int* next_epoch,
+                     int64_t* step) {
+  std::vector<uint8_t> bytes;
+  int64_t n = 0;
+  std::string error;
+  if (kolo::rank() == 0) {
+    std::ifstream in(checkpoint_path(o), std::ios::binary);
+    if (!in) error = checkpoint_path(o) + ": cannot open for --resume";
+    else bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    n = error.empty() ? static_cast<int64_t>(bytes.size()) : -1;
+  }
+  broadcast(TensorView::of(&n, Shape{1}), 0, "resume.size");
+  if (n < 0) {
+    throw nn::CheckpointError(kolo::rank() == 0 ? error : "rank 0 could not read the checkpoint");
+  }
+  bytes.resize(static_cast<size_t>(n));
+  if (n > 0) broadcast(TensorView::of(bytes.data(), Shape{n}), 0, "resume.bytes");
+  const auto ck = nn::Checkpoint::parse(bytes, checkpoint_path(o));
+  nn::load_model(ck, model);
+  load_optimizer(ck, opt);
+  *next_epoch = static_cast<int>(ck.get_i64("train.next_epoch"));
+  *step = ck.get_i64("train.step");
+}
+
+struct EpochStats {
+  double loss = 0.0, accuracy = 0.0, seconds = 0.0, images_per_sec = 0.0;
+};
+
+struct Run {
+  const TrainOptions& o;
+  Data data;
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<DistributedOptimizer> opt;
+  LrSchedule schedule;
+  nn::ShardedSampler sampler;
+  nn::Augment augment;
+  int64_t step = 0;
+};
+
+EpochStats train_epoch(Run& r, int epoch) {
+  const bool root = kolo::rank() == 0;
+  r.sampler.set_epoch(epoch);
+  nn::Rng aug_rng(stream_seed(r.o.seed, static_cast<uint64_t>(kolo::rank()), epoch, 1));
+  r.model->rng() = nn::Rng(stream_seed(r.o.seed, static_cast<uint64_t>(kolo::rank()), epoch, 2));
+  int64_t batches = r.sampler.batches_per_epoch();
+  if (r.o.max_batches > 0) batches = std::min(batches, r.o.max_batches);
+  nn::Tensor x;
+  std::vector<int32_t> y;
+  nn::SoftmaxCrossEntropy loss;
+  EpochStats st;
+  double win_loss = 0.0, win_correct = 0.0, win_n = 0.0, ep_correct = 0.0, ep_n = 0.0;
+  const auto t0 = Clock::now();
+  auto tw = t0;
+  int64_t win_start = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    r.opt->set_lr(r.schedule.rate(epoch + static_cast<double>(b) / batches));
+    nn::gather_batch(r.data.train, r.sampler.batch(b), r.augment, aug_rng, x, y);
+    const auto res = loss.forward(r.model->forward(x, true), y.data());
+    r.model->backward(x, loss.grad(), r.opt->hook());
+    if (r.opt->step()) r.opt->zero_grad();
+    ++r.step;
+    const auto n = static_cast<double>(y.size());
+    win_loss += res.loss * n;
+    win_correct += res.correct;
+    win_n += n;
+    st.loss += res.loss * n;
+    ep_correct += res.correct;
+    ep_n += n;
+    if (root && ((b + 1) % r.o.log_interval == 0 || b + 1 == batches)) {
+      const double speed = win_n * kolo::size() / seconds_since(tw);
+      std::printf("Epoch[%d] Batch [%lld-%lld] Speed: %.2f samples/sec loss=%.4f accuracy=%.4f\n",
+                  epoch, static_cast<long long>(win_start), static_cast<long long>(b + 1), speed,
+                  win_loss / win_n, win_correct / win_n);
+      std::fflush(stdout);
+      win_loss = win_correct = win_n = 0.0;
+      win_start = b + 1;
+      tw = Clock::now();
+    }
+  }
+  st.seconds = seconds_since(t0);
+  st.loss /= ep_n;
+  st.accuracy = ep_correct / ep_n;
+  st.images_per_sec = ep_n * kolo::size() / st.seconds;
+  return st;
+}
+
+nlohmann::json epoch_record(int epoch, const EpochStats& st, std::pair<double, double> test,
+                            double lr) {
+  nlohmann::json e = {{"epoch", epoch},        {"train_loss", st.loss},
+                      {"train_accuracy", st.accuracy}, {"seconds", st.seconds},
+                      {"images_per_sec", st.images_per_sec}, {"lr", lr}};
+  if (test.first >= 0) {
+    e["test_accuracy"] = test.first;
+    e["test_loss"] = test.second;
+  }
+  return e;
+}
+
+// auto: mirror images where that keeps their class (Fashion-MNIST, CIFAR-10: clothes and
+// objects, not digits), plus random crops for the ResNets, which over-fit without them.
+nn::Augment make_augment(const TrainOptions& o, const nn::Dataset& train) {
+  const bool mirrorable = o.dataset == "fashion-mnist" || o.dataset == "cifar10";
+  const int pad = std::max(2, train.sample_shape[1] / 8);
+  if (o.augment == "off") return {};
+  if (o.augment == "flip") return {true, 0};
+  if (o.augment == "crop-flip") return {true, pad};
+  if (o.augment != "auto") {
+    throw std::invalid_argument("unknown --augment \"" + o.augment + "\" (auto, off, flip, crop-flip)");
+  }
+  if (!mirrorable) return {};
+  return {true, o.model == "lenet" ? 0 : pad};
+}
+
+Run make_run(const TrainOptions& o) {
+  Data data = load_data(o);
+  auto model = nn::make_model(o.model, data.train.sample_shape, data.train.num_classes, o.seed);
+  nn::ShardedSampler sampler(static_cast<int64_t>(data.train.size()), kolo::rank(), kolo::size(),
+                             o.batch_size, o.seed, true, o.rank_weights);
+  DistributedOptions d;
+  d.backward_passes_per_step = o.backward_passes_per_step;
+  d.fp16_compression = o.fp16;
+  d.local_weight = sampler.local_weight();
+  auto opt = std::make_unique<DistributedOptimizer>(make_optimizer(o, model->params()), d);
+  nn::Augment augment = make_augment(o, data.train);
+  return Run{o, std::move(data), std::move(model), std::move(opt), make_schedule(o),
+             std::move(sampler), augment, 0};
+}
+
+void write_metrics(const TrainOptions& o, const nlohmann::json& m) {
+  if (kolo::rank() != 0 || o.metrics_json.empty()) return;
+  if (o.metrics_json == "-") {
+    std::printf("%s\n", m.dump(2).c_str());
+    return;
+  }
+  std::ofstream out(o.metrics_json);
+  out << m.dump(2) << "\n";
+  if (!out) throw std::runtime_error(o.metrics_json + ": cannot write metrics");
+}
+
+}  // namespace
+
+nlohmann::json run_training(const TrainOptions& o) {
+  nn::set_num_threads(o.threads);
+  const bool root = kolo::rank() == 0;
+  Run r = make_run(o);
+  int first_epoch = 0;
+  if (o.resume) {
+    if (o.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
+    load_checkpoint(o, *r.model, r.opt->inner(), &first_epoch, &r.step);
+    if (root) std::printf("Resumed from %s at epoch %d (step %lld)\n", checkpoint_path(o).c_str(),
+                          first_epoch, static_cast<long long>(r.step));
+  } else {
+    broadcast_model(*r.model, 0);
+    broadcast_optimizer_state(r.opt->inner(), 0);
+  }
+  if (root) {
+    std::printf("kolo-train: %s on %s, %d rank(s) x batch %d (global %d), %zu parameters, %lld batches/epoch\n",
+                o.model.c_str(), o.dataset.c_str(), kolo::size(), r.sampler.local_batch_size(),
+                r.sampler.global_batch_size(), r.model->params().total_size(),
+                static_cast<long long>(r.sampler.batches_per_epoch()));
+  }
+  nlohmann::json metrics = {{"model", o.model}, {"dataset", o.dataset}, {"ranks", kolo::size()},
+                            {"batch_size_per_rank", o.batch_size}, {"threads", o.threads},
+                            {"epochs", nlohmann::json::array()}};
+  const auto t0 = Clock::now();
+  for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
+    const EpochStats st = train_epoch(r, epoch);
+    std::pair<double, double> test{-1.0, 0.0};
+    if (o.evaluate) test = evaluate(*r.model, r.data.test);
+    if (root) {
+      std::printf("Epoch[%d] Train-loss=%.4f Train-accuracy=%.4f Time=%.1fs Speed=%.1f samples/sec",
+                  epoch, st.loss, st.accuracy, st.seconds, st.images_per_sec);
+      if (o.evaluate) std::printf(" Test-accuracy=%.4f Test-loss=%.4f", test.first, test.second);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    metrics["epochs"].push_back(epoch_record(epoch, st, test, r.opt->lr()));
+    if (!o.checkpoint_dir.empty()) save_checkpoint(o, *r.model, r.opt->inner(), epoch + 1, r.step);
+  }
+  metrics["wall_seconds"] = seconds_since(t0);
+  if (!metrics["epochs"].empty() && o.evaluate) {
+    metrics["final_test_accuracy"] = metrics["epochs"].back()["test_accuracy"];
+  }
+  write_metrics(o, metrics);
+  return metrics;
+}
+
+}  // namespace kolo::train

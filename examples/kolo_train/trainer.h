@@ -1,0 +1,50 @@
+// examples/kolo_train/trainer.h — the training run behind kolo-train: data, model,
+// distributed optimizer, progress lines, evaluation across ranks, checkpoints, metrics.
+//
+// REQUIRES: kolo::init() was called. Every rank calls run_training() with the same
+// options (the data set, model and schedule must agree across ranks).
+// Thread safety: one call per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace kolo::train {
+
+struct TrainOptions {
+  std::string model = "lenet";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int epochs = 15;
+  int batch_size = 64;  // per rank
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  double warmup_epochs = 1.0;
+  std::string schedule = "cosine";
+  std::string optimizer = "sgd";
+  bool nesterov = false;
+  bool scale_lr = false;  // linear scaling by the number of ranks
+  int threads = 1;
+  std::string checkpoint_dir;
+  bool resume = false;
+  uint64_t seed = 42;
+  std::string metrics_json;
+  int log_interval = 50;
+  int backward_passes_per_step = 1;
+  bool fp16 = false;
+  std::string augment = "auto";  // auto, off, flip, crop-flip (see make_augment)
+  std::vector<double> rank_weights;
+  int64_t max_batches = 0;       // per epoch; 0: all (throughput runs on synthetic data)
+  int64_t synthetic_size = 10240;
+  bool evaluate = true;
+};
+
+// Runs the whole training and returns the metrics (also written to metrics_json by rank 0
+// when set). Throws std::exception subclasses with a message naming what failed.
+nlohmann::json run_training(const TrainOptions& opt);
+
+}  // namespace kolo::train

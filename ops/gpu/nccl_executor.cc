@@ -1,0 +1,260 @@
+#include "ops/gpu/nccl_executor.h"
+
+#include <cstring>
+#include <thread>
+
+#include "ops/mpi_util.h"
+
+namespace kolo::ops::gpu {
+namespace {
+
+// Fusion-buffer slots start at multiples of this, so the batched copy moves 16-byte words
+// (every dtype's size divides it, so slots stay whole elements).
+constexpr size_t kSlotAlign = 16;
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+ncclDataType_t nccl_dtype(DType t) {
+  switch (t) {
+    case DType::kUInt8: return ncclUint8;
+    case DType::kInt32: return ncclInt32;
+    case DType::kInt64: return ncclInt64;
+    case DType::kFloat16: return ncclFloat16;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kFloat64: return ncclFloat64;
+  }
+  return ncclUint8;
+}
+
+// Average reduces with ncclSum; the division happens in the postscale kernel, exactly as
+// on CPU (ncclAvg would round differently for fp16 and does not exist for integers).
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return ncclSum;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kProduct: return ncclProd;
+  }
+  return ncclSum;
+}
+
+}  // namespace
+
+NcclExecutor::NcclExecutor(MPI_Comm data_comm) : mpi_comm_(data_comm) {
+  MPI_Comm_rank(mpi_comm_, &rank_);
+  MPI_Comm_size(mpi_comm_, &size_);
+}
+
+NcclExecutor::~NcclExecutor() {
+  // Buffers free themselves; the communicator first, while its stream still exists.
+  if (comm_) ncclCommDestroy(comm_);
+  if (done_) cudaEventDestroy(done_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Status NcclExecutor::fail(Status s) {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+  broken_ = Status::communication("the NCCL communicator is unusable after an earlier failure: " + s.message());
+  return s;
+}
+
+Status NcclExecutor::setup_local(int device, ncclUniqueId* id) {
+  KOLO_CUDA_RETURN(cudaSetDevice(device));
+  if (!stream_) KOLO_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (!done_) KOLO_CUDA_RETURN(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  if (rank_ == 0) KOLO_NCCL_RETURN(ncclGetUniqueId(id));
+  return Status::ok();
+}
+
+Status NcclExecutor::ensure_comm(int device) {
+  if (comm_) {
+    // Cheap, and keeps callers on other threads (benchmarks, tests) on the right device.
+    if (device == device_) return KOLO_CUDA_STATUS(cudaSetDevice(device_));
+    return Status::invalid_argument("GPU tensor on gpu:" + std::to_string(device) +
+                                    ", but this rank's NCCL communicator uses gpu:" + std::to_string(device_) +
+                                    " (the device of its first GPU collective); keep a rank's GPU tensors on one device");
+  }
+  if (!broken_.is_ok()) return broken_;
+  // Every rank gets here at the same response; the MPI calls below match across ranks, and
+  // the agreement steps turn one rank's failure into an error everywhere instead of a hang.
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  Status local = setup_local(device, &id);
+  int ok = local.is_ok() ? 1 : 0, all_ok = 0;
+  KOLO_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_comm_), "MPI_Allreduce"));
+  if (!all_ok) return fail(local.is_ok() ? Status::communication("NCCL setup failed on another rank") : local);
+  KOLO_RETURN_IF_ERROR(mpi_status(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, mpi_comm_), "MPI_Bcast(ncclUniqueId)"));
+  ncclComm_t comm = nullptr;
+  local = KOLO_NCCL_STATUS(ncclCommInitRank(&comm, size_, id, rank_));
+  if (local.is_ok()) comm_ = comm;  // on failure NCCL promises nothing about `comm`
+  ok = local.is_ok() ? 1 : 0;
+  KOLO_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, mpi_comm_), "MPI_Allreduce"));
+  if (!all_ok) return fail(local.is_ok() ? Status::communication("ncclCommInitRank failed on another rank") : local);
+  device_ = device;
+  return Status::ok();
+}
+
+Status NcclExecutor::finish() {
+  KOLO_CUDA_RETURN(cudaEventRecord(done_, stream_));
+  // Poll instead of cudaEventSynchronize: an asynchronous NCCL error (a peer vanished, a
+  // network failure) would otherwise block the coordinator forever.
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(done_);
+    if (e == cudaSuccess) return Status::ok();
+    if (e != cudaErrorNotReady) return fail(KOLO_CUDA_STATUS(e));
+    ncclResult_t async = ncclSuccess;
+    Status s = KOLO_NCCL_STATUS(ncclCommGetAsyncError(comm_, &async));
+    if (s.is_ok() && async != ncclSuccess && async != ncclInProgress)
+      s = nccl_status(async, "NCCL collective (asynchronous error)", __FILE__, __LINE__);
+    if (!s.is_ok()) return fail(s);
+    std::this_thread::yield();
+  }
+}
+
+Status NcclExecutor::prepare(const Response& r, const std::vector<TensorEntry>& entries) {
+  if (entries.empty()) return Status::internal("NCCL executor given no tensors for \"" + r.names.at(0) + "\"");
+  for (const TensorEntry& e : entries) {
+    Status s = ensure_comm(e.view.device.id);
+    if (s.code() == Status::Code::kInvalidArgument)
+      return Status::invalid_argument("\"" + e.request.name + "\": " + s.message());
+    KOLO_RETURN_IF_ERROR(s);
+  }
+  for (const TensorEntry& e : entries)
+    if (e.view.ready_event)
+      KOLO_CUDA_RETURN(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(e.view.ready_event), 0));
+  return Status::ok();
+}
+
+Status NcclExecutor::execute(const Response& r, std::vector<TensorEntry>& entries) {
+  KOLO_RETURN_IF_ERROR(prepare(r, entries));
+  switch (r.type) {
+    case Response::Type::kAllreduce: KOLO_RETURN_IF_ERROR(allreduce(r, entries)); break;
+    case Response::Type::kBroadcast: KOLO_RETURN_IF_ERROR(broadcast(r, entries)); break;
+    case Response::Type::kAllgather: KOLO_RETURN_IF_ERROR(allgather(r, entries)); break;
+    case Response::Type::kError: return Status::internal("NCCL executor given an error response");
+  }
+  return finish();
+}
+
+Status NcclExecutor::reduce_on_stream(void* buf, size_t count, DType t, ReduceOp op, double prescale,
+                                      double postscale) {
+  KOLO_CUDA_RETURN(launch_scale(buf, count, t, prescale, stream_));
+  KOLO_NCCL_RETURN(ncclAllReduce(buf, buf, count, nccl_dtype(t), nccl_op(op), comm_, stream_));
+  KOLO_CUDA_RETURN(launch_postscale(buf, count, t, op, size_, postscale, stream_));
+  return Status::ok();
+}
+
+Status NcclExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
+  if (entries.size() > 1) return allreduce_fused(r, entries);
+  TensorView& v = entries[0].view;
+  return reduce_on_stream(v.data, static_cast<size_t>(v.num_elements()), r.dtype, r.reduce_op, r.prescale,
+                          r.postscale);
+}
+
+Status NcclExecutor::upload_descs(const std::vector<CopyDesc>& descs) {
+  const size_t bytes = descs.size() * sizeof(CopyDesc);
+  // Pinned, so the upload is truly asynchronous. The host copy is rewritten only by the
+  // next collective, after finish(): an upload still in flight is never overwritten.
+  KOLO_RETURN_IF_ERROR(descs_host_.reserve(bytes));
+  KOLO_RETURN_IF_ERROR(descs_dev_.reserve(bytes));
+  std::memcpy(descs_host_.data(), descs.data(), bytes);
+  KOLO_CUDA_RETURN(cudaMemcpyAsync(descs_dev_.data(), descs_host_.data(), bytes, cudaMemcpyHostToDevice, stream_));
+  return Status::ok();
+}
+
+Status NcclExecutor::allreduce_fused(const Response& r, std::vector<TensorEntry>& entries) {
+  const size_t n = entries.size();
+  std::vector<size_t> offsets(n);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offsets[i] = total;
+    total = align_up(total + entries[i].view.num_bytes(), kSlotAlign);
+  }
+  KOLO_RETURN_IF_ERROR(fusion_.reserve(total));
+  auto* fusion = static_cast<std::byte*>(fusion_.data());
+  // descs[0, n) pack user tensors into their slots, descs[n, 2n) unpack them: one upload,
+  // two launches.
+  std::vector<CopyDesc> pack(n), unpack(n);
+  for (size_t i = 0; i < n; ++i) {
+    TensorView& v = entries[i].view;
+    pack[i] = CopyDesc{v.data, fusion + offsets[i], v.num_bytes(), 0};
+    unpack[i] = CopyDesc{fusion + offsets[i], v.data, v.num_bytes(), 0};
+  }
+  const uint64_t chunks = plan_batched_copy(pack);
+  plan_batched_copy(unpack);
+  pack.insert(pack.end(), unpack.begin(), unpack.end());
+  KOLO_RETURN_IF_ERROR(upload_descs(pack));
+  const auto* dev = static_cast<const CopyDesc*>(descs_dev_.data());
+  KOLO_CUDA_RETURN(launch_batched_copy(dev, static_cast<int>(n), chunks, stream_));
+  // The padding between slots is reduced along with the data and never copied out.
+  KOLO_RETURN_IF_ERROR(
+      reduce_on_stream(fusion, total / dtype_size(r.dtype), r.dtype, r.reduce_op, r.prescale, r.postscale));
+  KOLO_CUDA_RETURN(launch_batched_copy(dev + n, static_cast<int>(n), chunks, stream_));
+  return Status::ok();
+}
+
+Status NcclExecutor::broadcast(const Response& r, std::vector<TensorEntry>& entries) {
+  KOLO_NCCL_RETURN(ncclGroupStart());
+  for (TensorEntry& e : entries) {
+    Status s = KOLO_NCCL_STATUS(ncclBroadcast(e.view.data, e.view.data, e.view.num_bytes(), ncclUint8, r.root, comm_, stream_));
+    if (!s.is_ok()) {
+      ncclGroupEnd();
+      return s;
+    }
+  }
+  KOLO_NCCL_RETURN(ncclGroupEnd());
+  return Status::ok();
+}
+
+// Ragged allgather as one NCCL group of broadcasts, rank q's rows from q into its slot: no
+// padding to the largest rank and no second copy to compact the result. The result is the
+// handle's host Tensor (kolo's allgather API returns a CPU tensor).
+Status NcclExecutor::allgather(const Response& r, std::vector<TensorEntry>& entries) {
+  TensorEntry& e = entries.at(0);
+  const Shape& shape = e.view.shape;
+  const size_t row_bytes = static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end()))) * dtype_size(r.dtype);
+  int64_t total_rows = 0;
+  for (int64_t s : r.sizes) total_rows += s;
+  Tensor& out = e.handle->gathered;
+  out.dtype = r.dtype;
+  out.shape = shape;
+  out.shape[0] = total_rows;
+  out.bytes.resize(static_cast<size_t>(total_rows) * row_bytes);
+  if (out.bytes.empty()) return Status::ok();
+  KOLO_RETURN_IF_ERROR(gather_.reserve(out.bytes.size()));
+  auto* dst = static_cast<std::byte*>(gather_.data());
+  KOLO_NCCL_RETURN(ncclGroupStart());
+  size_t at = 0;
+  for (size_t q = 0; q < r.sizes.size(); ++q) {
+    const size_t bytes = static_cast<size_t>(r.sizes[q]) * row_bytes;
+    Status s = KOLO_NCCL_STATUS(ncclBroadcast(e.view.data, dst + at, bytes, ncclUint8, static_cast<int>(q), comm_, stream_));
+    if (!s.is_ok()) {
+      ncclGroupEnd();
+      return s;
+    }
+    at += bytes;
+  }
+  KOLO_NCCL_RETURN(ncclGroupEnd());
+  KOLO_CUDA_RETURN(cudaMemcpyAsync(out.bytes.data(), dst, out.bytes.size(), cudaMemcpyDeviceToHost, stream_));
+  return Status::ok();
+}
+
+Status NcclExecutor::allreduce_buffer(int device, void* buf, size_t count, DType t, ReduceOp op, double prescale,
+                                      double postscale) {
+  KOLO_RETURN_IF_ERROR(ensure_comm(device));
+  KOLO_RETURN_IF_ERROR(reduce_on_stream(buf, count, t, op, prescale, postscale));
+  return finish();
+}
+
+Status NcclExecutor::reducescatter_buffer(int device, const void* send, void* recv, size_t recv_count, DType t,
+                                          ReduceOp op) {
+  KOLO_RETURN_IF_ERROR(ensure_comm(device));
+  KOLO_NCCL_RETURN(ncclReduceScatter(send, recv, recv_count, nccl_dtype(t), nccl_op(op), comm_, stream_));
+  KOLO_CUDA_RETURN(launch_postscale(recv, recv_count, t, op, size_, 1.0, stream_));
+  return finish();
+}
+
+}  // namespace kolo::ops::gpu

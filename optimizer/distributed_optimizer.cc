@@ -1,0 +1,120 @@
+// DistributedOptimizer: per-layer allreduce submission, accumulation, fp16 staging, and
+// the start-of-training broadcasts.
+#include "optimizer/distributed_optimizer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kolo/collectives.h"
+
+namespace kolo {
+
+DistributedOptimizer::DistributedOptimizer(std::unique_ptr<Optimizer> inner,
+                                           const DistributedOptions& options)
+    : inner_(std::move(inner)), options_(options), params_(inner_->params()) {
+  if (options_.backward_passes_per_step < 1) {
+    throw std::invalid_argument("backward_passes_per_step must be >= 1, got " +
+                                std::to_string(options_.backward_passes_per_step));
+  }
+  ready_count_.assign(params_.count(), 0);
+  handles_.resize(params_.count());
+  if (options_.fp16_compression) half_.resize(params_.total_size());
+}
+
+DistributedOptimizer::~DistributedOptimizer() {
+  // Gradient memory must outlive any allreduce still writing it.
+  for (auto& h : handles_) {
+    if (h.valid()) (void)h.status();
+  }
+}
+
+nn::GradReadyFn DistributedOptimizer::hook() {
+  return [this](const std::vector<int>& indices) {
+    for (int i : indices) {
+      // Submit during the last pass of the accumulation window only.
+      if (++ready_count_[static_cast<size_t>(i)] == options_.backward_passes_per_step) submit(i);
+    }
+  };
+}
+
+void DistributedOptimizer::submit(int index) {
+  const auto& info = params_.info(index);
+  float* g = params_.grad(index);
+  const std::string name = "grad." + info.name;
+  Shape shape{static_cast<int64_t>(info.size)};
+  // 1/k is the same on every rank and travels as the collective's prescale. The rank's
+  // weight differs per rank, and kolo requires scale factors to agree across ranks, so it
+  // is applied here, before submission.
+  const double prescale = 1.0 / options_.backward_passes_per_step;
+  if (options_.local_weight != 1.0) {
+    const auto w = static_cast<float>(options_.local_weight);
+    for (size_t j = 0; j < info.size; ++j) g[j] *= w;
+  }
+  if (options_.fp16_compression) {
+    // Scale before compressing: the sum of k passes could overflow half's range.
+    Half* h = half_.data() + info.offset;
+    for (size_t j = 0; j < info.size; ++j) h[j] = float_to_half(static_cast<float>(g[j] * prescale));
+    handles_[static_cast<size_t>(index)] =
+        allreduce_async(TensorView::of(h, shape), name, AllreduceOptions{ReduceOp::kAverage});
+  } else {
+    handles_[static_cast<size_t>(index)] = allreduce_async(
+        TensorView::of(g, shape), name, AllreduceOptions{ReduceOp::kAverage, prescale, 1.0});
+  }
+}
+
+void DistributedOptimizer::wait_all() {
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    if (!handles_[i].valid()) continue;
+    Handle h = std::move(handles_[i]);
+    handles_[i] = Handle();
+    synchronize(h);  // throws kolo::Error naming the tensor
+    if (options_.fp16_compression) {
+      const auto& info = params_.info(static_cast<int>(i));
+      float* g = params_.grad(static_cast<int>(i));
+      const Half* hp = half_.data() + info.offset;
+      for (size_t j = 0; j < info.size; ++j) g[j] = half_to_float(hp[j]);
+    }
+  }
+}
+
+bool DistributedOptimizer::step() {
+  ++passes_;
+  if (passes_ < options_.backward_passes_per_step) return false;
+  // Tensors no layer reported in this window (unused in the forward pass) must still be
+  // reduced: every rank submits the same names, or the job would stall.
+  for (size_t i = 0; i < ready_count_.size(); ++i) {
+    if (ready_count_[i] < options_.backward_passes_per_step) submit(static_cast<int>(i));
+  }
+  wait_all();
+  inner_->step();
+  passes_ = 0;
+  std::fill(ready_count_.begin(), ready_count_.end(), 0);
+  return true;
+}
+
+void broadcast_parameters(nn::ParamStore& params, int root, const std::string& name) {
+  if (params.total_size() == 0) return;
+  auto v = params.values();
+  broadcast(TensorView::of(v.data(), Shape{static_cast<int64_t>(v.size())}), root, name);
+}
+
+void broadcast_model(nn::Model& model, int root) {
+  broadcast_parameters(model.params(), root, "bcast." + model.arch() + ".params");
+  broadcast_parameters(model.buffers(), root, "bcast." + model.arch() + ".buffers");
+}
+
+void broadcast_optimizer_state(Optimizer& opt, int root) {
+  for (auto& [name, buf] : opt.state()) {
+    broadcast(TensorView::of(buf.data(), Shape{static_cast<int64_t>(buf.size())}), root,
+              "bcast.optimizer." + name);
+  }
+  // The step count (Adam's bias correction) and the current rate travel together.
+  double scalars[2] = {static_cast<double>(opt.steps()), opt.lr()};
+  broadcast(TensorView::of(scalars, Shape{2}), root, "bcast.optimizer.scalars");
+  opt.set_steps(static_cast<int64_t>(scalars[0]));
+  opt.set_lr(scalars[1]);
+}
+
+}  // namespace kolo

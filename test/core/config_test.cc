@@ -1,0 +1,99 @@
+// KOLO_* parsing: defaults, accepted forms, and errors that name the variable and the form.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "core/config.h"
+
+using namespace kolo;
+
+namespace {
+Status parse(std::map<std::string, std::string> env, Config* c) {
+  return Config::parse(
+      [&](const std::string& n) -> std::optional<std::string> {
+        auto it = env.find(n);
+        if (it == env.end()) return std::nullopt;
+        return it->second;
+      },
+      c);
+}
+}  // namespace
+
+TEST_CASE("defaults apply when nothing is set", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  Config d;
+  CHECK(c.fusion_threshold_bytes == d.fusion_threshold_bytes);
+  CHECK(c.cycle_time_ms == d.cycle_time_ms);
+  CHECK(c.cpu_operations == CpuOperations::kAuto);
+  CHECK(c.stall_check_seconds == 60.0);
+  CHECK(c.stall_shutdown_seconds == 0.0);
+}
+
+TEST_CASE("accepted forms are parsed", "[config]") {
+  Config c;
+  REQUIRE(parse({{"KOLO_FUSION_THRESHOLD", "64M"},
+                 {"KOLO_CYCLE_TIME", "0.5"},
+                 {"KOLO_CPU_CHUNK_BYTES", "512K"},
+                 {"KOLO_CPU_OPERATIONS", "mpi"},
+                 {"KOLO_LOG_LEVEL", "debug"},
+                 {"KOLO_STALL_CHECK_TIME_SECONDS", "5"},
+                 {"KOLO_STALL_SHUTDOWN_TIME_SECONDS", "30"},
+                 {"KOLO_TEST_RANKS_PER_HOST", "2"}},
+                &c)
+              .is_ok());
+  CHECK(c.fusion_threshold_bytes == 64u << 20);
+  CHECK(c.cycle_time_ms == 0.5);
+  CHECK(c.cpu_chunk_bytes == 512u << 10);
+  CHECK(c.cpu_operations == CpuOperations::kMpi);
+  CHECK(c.log_level == LogLevel::kDebug);
+  CHECK(c.stall_check_seconds == 5.0);
+  CHECK(c.stall_shutdown_seconds == 30.0);
+  CHECK(c.ranks_per_host_override == 2);
+  REQUIRE(parse({{"KOLO_FUSION_THRESHOLD", "0"}}, &c).is_ok());
+  CHECK(c.fusion_threshold_bytes == 0);
+}
+
+TEST_CASE("malformed values are refused with the variable, value and accepted form", "[config]") {
+  Config c;
+  auto msg = [&](const char* name, const char* value) {
+    Status s = parse({{name, value}}, &c);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.code() == Status::Code::kInvalidArgument);
+    return s.message();
+  };
+  CHECK(msg("KOLO_FUSION_THRESHOLD", "abc") ==
+        "KOLO_FUSION_THRESHOLD=\"abc\" is not valid: expected a byte count, such as 4194304, 512K, 4M or 1G");
+  CHECK(msg("KOLO_FUSION_THRESHOLD", "-5").find("KOLO_FUSION_THRESHOLD=\"-5\"") == 0);
+  CHECK(msg("KOLO_FUSION_THRESHOLD", "12X").find("byte count") != std::string::npos);
+  CHECK(msg("KOLO_FUSION_THRESHOLD", "99999999999999999999").find("not valid") != std::string::npos);
+  CHECK(msg("KOLO_CPU_CHUNK_BYTES", "100").find("at least 4096") != std::string::npos);
+  CHECK(msg("KOLO_CYCLE_TIME", "-1") ==
+        "KOLO_CYCLE_TIME=\"-1\" is not valid: expected a positive number of milliseconds, such as 0.5 or 60");
+  CHECK(msg("KOLO_CYCLE_TIME", "0").find("positive") != std::string::npos);
+  CHECK(msg("KOLO_CYCLE_TIME", "1ms").find("KOLO_CYCLE_TIME") == 0);
+  CHECK(msg("KOLO_STALL_CHECK_TIME_SECONDS", "nan").find("non-negative") != std::string::npos);
+  CHECK(msg("KOLO_CPU_OPERATIONS", "gpu") ==
+        "KOLO_CPU_OPERATIONS=\"gpu\" is not valid: expected one of auto, mpi, shm");
+  CHECK(msg("KOLO_LOG_LEVEL", "loud").find("one of trace, debug") != std::string::npos);
+  CHECK(msg("KOLO_TEST_RANKS_PER_HOST", "1.5").find("whole number") != std::string::npos);
+}
+
+TEST_CASE("byte counts and numbers parse strictly", "[config]") {
+  size_t b = 0;
+  CHECK(parse_bytes("1024", &b));
+  CHECK(b == 1024);
+  CHECK(parse_bytes("1G", &b));
+  CHECK(b == 1u << 30);
+  CHECK(parse_bytes("2KiB", &b));
+  CHECK(b == 2048);
+  CHECK_FALSE(parse_bytes("", &b));
+  CHECK_FALSE(parse_bytes(" 5", &b));
+  CHECK_FALSE(parse_bytes("5 M", &b));
+  CHECK_FALSE(parse_bytes("+5", &b));
+  double d = 0;
+  CHECK(parse_non_negative("0", &d));
+  CHECK_FALSE(parse_non_negative("inf", &d));
+  CHECK_FALSE(parse_non_negative("1e400", &d));
+  CHECK_FALSE(parse_non_negative("3s", &d));
+}

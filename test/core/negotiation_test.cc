@@ -1,0 +1,158 @@
+// Rank 0's negotiation as a pure function: complete names become responses in completion
+// order, and every kind of disagreement becomes an error naming tensor, ranks and values.
+#include <catch2/catch.hpp>
+
+#include "core/negotiation.h"
+
+using namespace kolo;
+
+namespace {
+
+Request req(int rank, const std::string& name, Shape shape, OpKind kind = OpKind::kAllreduce) {
+  Request q;
+  q.rank = rank;
+  q.name = name;
+  q.shape = std::move(shape);
+  q.kind = kind;
+  return q;
+}
+
+// Submits `per_rank[r]` for each rank and returns the single response.
+Response negotiate(const std::vector<Request>& per_rank) {
+  MessageTable t(static_cast<int>(per_rank.size()));
+  for (const auto& q : per_rank) REQUIRE(t.add(q).is_ok());
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  return ready[0];
+}
+
+}  // namespace
+
+TEST_CASE("a name becomes ready only when every rank submitted it", "[negotiation]") {
+  MessageTable t(3);
+  REQUIRE(t.add(req(0, "a", {4})).is_ok());
+  REQUIRE(t.add(req(2, "a", {4})).is_ok());
+  CHECK(t.take_ready().empty());
+  REQUIRE(t.add(req(1, "b", {2})).is_ok());
+  REQUIRE(t.add(req(1, "a", {4})).is_ok());
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kAllreduce);
+  CHECK(ready[0].names == std::vector<std::string>{"a"});
+  CHECK(ready[0].sizes == std::vector<int64_t>{4});
+  CHECK(t.num_pending() == 1);
+}
+
+TEST_CASE("responses come out in the order names completed", "[negotiation]") {
+  MessageTable t(2);
+  for (const char* n : {"x", "y", "z"}) REQUIRE(t.add(req(0, n, {1})).is_ok());
+  for (const char* n : {"z", "x", "y"}) REQUIRE(t.add(req(1, n, {1})).is_ok());
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 3);
+  CHECK(ready[0].names[0] == "z");
+  CHECK(ready[1].names[0] == "x");
+  CHECK(ready[2].names[0] == "y");
+}
+
+TEST_CASE("shape mismatch names the tensor, the ranks and both shapes", "[negotiation]") {
+  auto r = negotiate({req(0, "fc1.w", {120, 400}), req(1, "fc1.w", {120, 401}), req(2, "fc1.w", {120, 400})});
+  CHECK(r.type == Response::Type::kError);
+  CHECK(r.error == "allreduce \"fc1.w\": shape [120,400] on ranks 0,2 but [120,401] on rank 1");
+}
+
+TEST_CASE("three different values are all listed", "[negotiation]") {
+  auto r = negotiate({req(0, "t", {1}), req(1, "t", {2}), req(2, "t", {3}), req(3, "t", {1})});
+  CHECK(r.error == "allreduce \"t\": shape [1] on ranks 0,3 but [2] on rank 1 and [3] on rank 2");
+}
+
+TEST_CASE("dtype, reduce op, scale and device mismatches are errors", "[negotiation]") {
+  auto a = req(0, "g", {8});
+  auto b = req(1, "g", {8});
+  SECTION("dtype") {
+    b.dtype = DType::kFloat16;
+    CHECK(negotiate({a, b}).error == "allreduce \"g\": dtype float32 on rank 0 but float16 on rank 1");
+  }
+  SECTION("reduce op") {
+    b.reduce_op = ReduceOp::kMax;
+    CHECK(negotiate({a, b}).error == "allreduce \"g\": reduce op sum on rank 0 but max on rank 1");
+  }
+  SECTION("prescale") {
+    b.prescale = 0.5;
+    CHECK(negotiate({a, b}).error == "allreduce \"g\": prescale 1 on rank 0 but 0.5 on rank 1");
+  }
+  SECTION("postscale") {
+    a.postscale = 2;
+    CHECK(negotiate({a, b}).error == "allreduce \"g\": postscale 2 on rank 0 but 1 on rank 1");
+  }
+  SECTION("device") {
+    b.device = Device::gpu(0);
+    CHECK(negotiate({a, b}).error == "allreduce \"g\": device cpu on rank 0 but gpu on rank 1");
+  }
+}
+
+TEST_CASE("ranks calling different collectives under one name is an error", "[negotiation]") {
+  auto r = negotiate({req(0, "p", {3}), req(1, "p", {3}, OpKind::kBroadcast)});
+  CHECK(r.error == "\"p\": collective allreduce on rank 0 but broadcast on rank 1");
+}
+
+TEST_CASE("broadcast roots must agree and be ranks", "[negotiation]") {
+  auto a = req(0, "w", {3}, OpKind::kBroadcast);
+  auto b = req(1, "w", {3}, OpKind::kBroadcast);
+  b.root = 1;
+  CHECK(negotiate({a, b}).error == "broadcast \"w\": root 0 on rank 0 but 1 on rank 1");
+  a.root = b.root = 5;
+  CHECK(negotiate({a, b}).error == "broadcast \"w\": root 5 is not a rank (size 2)");
+  a.root = b.root = 1;
+  auto ok = negotiate({a, b});
+  CHECK(ok.type == Response::Type::kBroadcast);
+  CHECK(ok.root == 1);
+}
+
+TEST_CASE("allgather allows a different first dimension only", "[negotiation]") {
+  auto ok = negotiate({req(0, "rows", {2, 3}, OpKind::kAllgather), req(1, "rows", {0, 3}, OpKind::kAllgather),
+                       req(2, "rows", {5, 3}, OpKind::kAllgather)});
+  CHECK(ok.type == Response::Type::kAllgather);
+  CHECK(ok.sizes == std::vector<int64_t>{2, 0, 5});
+  auto bad = negotiate({req(0, "rows", {2, 3}, OpKind::kAllgather), req(1, "rows", {2, 4}, OpKind::kAllgather)});
+  CHECK(bad.error == "allgather \"rows\": shape beyond the first dimension [3] on rank 0 but [4] on rank 1");
+  auto dims = negotiate({req(0, "r", {2, 3}, OpKind::kAllgather), req(1, "r", {6}, OpKind::kAllgather)});
+  CHECK(dims.error == "allgather \"r\": rank (number of dimensions) 2 on rank 0 but 1 on rank 1");
+  auto scalar = negotiate({req(0, "s", {}, OpKind::kAllgather), req(1, "s", {}, OpKind::kAllgather)});
+  CHECK(scalar.error == "allgather \"s\": needs at least one dimension to gather along");
+}
+
+TEST_CASE("a name submitted twice while in flight fails the collective", "[negotiation]") {
+  MessageTable t(2);
+  REQUIRE(t.add(req(0, "dup", {2})).is_ok());
+  auto again = req(0, "dup", {2});
+  again.duplicate = true;
+  REQUIRE(t.add(again).is_ok());
+  CHECK(t.take_ready().empty());  // still waiting for rank 1
+  REQUIRE(t.add(req(1, "dup", {2})).is_ok());
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kError);
+  CHECK(ready[0].error ==
+        "allreduce \"dup\": submitted twice on rank 0 while the first was still in flight (names must be unique "
+        "among pending collectives)");
+}
+
+TEST_CASE("requests from unknown ranks are refused", "[negotiation]") {
+  MessageTable t(2);
+  CHECK_FALSE(t.add(req(2, "x", {1})).is_ok());
+  CHECK_FALSE(t.add(req(-1, "x", {1})).is_ok());
+}
+
+TEST_CASE("stalled() lists names waiting on missing ranks", "[negotiation]") {
+  MessageTable t(3);
+  auto t0 = MessageTable::Clock::now();
+  REQUIRE(t.add(req(0, "late", {1}), t0).is_ok());
+  REQUIRE(t.add(req(2, "late", {1}), t0).is_ok());
+  CHECK(t.stalled(5.0, t0 + std::chrono::seconds(1)).empty());
+  auto s = t.stalled(5.0, t0 + std::chrono::seconds(6));
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].name == "late");
+  CHECK(s[0].missing_ranks == std::vector<int>{1});
+  CHECK(s[0].ready_ranks == std::vector<int>{0, 2});
+  CHECK(s[0].waited_seconds == Approx(6.0));
+}

@@ -1,0 +1,93 @@
+// CPU kernels against scalar references: fp16/bf16 reductions against fp64, conversions,
+// integer average semantics.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kolo/tensor.h"
+#include "ops/cpu_reduce.h"
+
+using namespace kolo;
+
+TEST_CASE("every finite half value converts to float and back unchanged", "[kernels]") {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    Half h{static_cast<uint16_t>(bits)};
+    float f = half_to_float(h);
+    if (std::isnan(f)) {
+      CHECK(std::isnan(half_to_float(float_to_half(f))));
+      continue;
+    }
+    INFO("bits " << bits);
+    REQUIRE(float_to_half(f).bits == h.bits);
+  }
+}
+
+TEST_CASE("half conversion rounds to nearest even and saturates to infinity", "[kernels]") {
+  CHECK(half_to_float(float_to_half(1.0f)) == 1.0f);
+  CHECK(half_to_float(float_to_half(65504.0f)) == 65504.0f);
+  CHECK(std::isinf(half_to_float(float_to_half(65520.0f))));
+  CHECK(half_to_float(float_to_half(65519.0f)) == 65504.0f);
+  // 1 + 2^-11 is halfway between 1 and 1+2^-10: ties to even (1.0).
+  CHECK(half_to_float(float_to_half(1.0f + std::ldexp(1.0f, -11))) == 1.0f);
+  CHECK(half_to_float(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11))) == 1.0f + std::ldexp(1.0f, -9));
+  CHECK(half_to_float(float_to_half(std::ldexp(1.0f, -24))) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(half_to_float(float_to_half(std::ldexp(1.0f, -26))) == 0.0f);
+}
+
+TEST_CASE("bf16 conversion keeps the float exponent and rounds the mantissa", "[kernels]") {
+  CHECK(bf16_to_float(float_to_bf16(1.0f)) == 1.0f);
+  CHECK(bf16_to_float(float_to_bf16(3.0e38f)) == Approx(3.0e38f).epsilon(0.01));
+  CHECK(bf16_to_float(float_to_bf16(1.0f + std::ldexp(1.0f, -8))) == 1.0f);  // tie to even
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+}
+
+TEMPLATE_TEST_CASE_SIG("16-bit float reductions match an fp64 reference", "[kernels]", ((DType T), T),
+                       DType::kFloat16, DType::kBFloat16) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-4.f, 4.f);
+  const size_t n = 1037;  // odd: exercises the vector tail
+  std::vector<uint16_t> a(n), b(n), out(n);
+  auto to16 = [](float f) { return T == DType::kFloat16 ? float_to_half(f).bits : float_to_bf16(f).bits; };
+  auto from16 = [](uint16_t v) { return T == DType::kFloat16 ? half_to_float(Half{v}) : bf16_to_float(BFloat16{v}); };
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = to16(dist(rng));
+    b[i] = to16(dist(rng));
+  }
+  const double tol = T == DType::kFloat16 ? 1.0 / 1024 : 1.0 / 128;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    ops::reduce_pair(out.data(), a.data(), b.data(), n, T, op);
+    for (size_t i = 0; i < n; ++i) {
+      double x = from16(a[i]), y = from16(b[i]), ref = 0;
+      switch (op) {
+        case ReduceOp::kSum: ref = x + y; break;
+        case ReduceOp::kMin: ref = std::min(x, y); break;
+        case ReduceOp::kMax: ref = std::max(x, y); break;
+        default: ref = x * y; break;
+      }
+      INFO("op " << reduce_op_name(op) << " i " << i << " x " << x << " y " << y);
+      REQUIRE(std::abs(from16(out[i]) - ref) <= tol * std::max(1.0, std::abs(ref)));
+    }
+  }
+}
+
+TEST_CASE("integer average divides the sum, truncating toward zero", "[kernels]") {
+  std::vector<int32_t> v = {7, -7, 3, 0};
+  ops::apply_postscale(v.data(), v.size(), DType::kInt32, ReduceOp::kAverage, 3, 1.0);
+  CHECK(v == std::vector<int32_t>{2, -2, 1, 0});
+  std::vector<int64_t> w = {9};
+  ops::apply_postscale(w.data(), 1, DType::kInt64, ReduceOp::kSum, 3, 0.5);
+  CHECK(w[0] == 4);
+}
+
+TEST_CASE("float average and scales fold into one multiply", "[kernels]") {
+  std::vector<double> v = {6.0, -3.0};
+  ops::apply_postscale(v.data(), 2, DType::kFloat64, ReduceOp::kAverage, 3, 2.0);
+  CHECK(v == std::vector<double>{4.0, -2.0});
+  CHECK_FALSE(ops::needs_postscale(ReduceOp::kAverage, 1, 1.0));
+  CHECK(ops::needs_postscale(ReduceOp::kSum, 4, 0.5));
+  std::vector<float> src = {1, 2, 3}, dst(3);
+  ops::scale_copy(dst.data(), src.data(), 3, DType::kFloat32, 0.5);
+  CHECK(dst == std::vector<float>{0.5f, 1.0f, 1.5f});
+}

@@ -1,0 +1,3 @@
+// Main of the single-process unit tests.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
