@@ -11,6 +11,7 @@
 #include "ops/mpi_channel.h"
 #include "ops/mpi_executor.h"
 #include "ops/mpi_util.h"
+#include "ops/shm/shm_executor.h"
 #ifdef KOLO_HAVE_CUDA
 #include "ops/gpu/gpu_executors.h"
 #endif
@@ -66,7 +67,25 @@ class MpiBackend final : public Backend {
                                                              &gpu_executors_));
     for (auto& e : gpu_executors_) executors_.push_back(e.get());
 #endif
+    KOLO_RETURN_IF_ERROR(add_shm_executor(config));
     executors_.push_back(mpi_executor_.get());
+    return Status::ok();
+  }
+
+  // Shared memory within a host (ops/shm), in front of MPI for CPU tensors. `auto` falls
+  // back to MPI when the segment cannot be set up (create() fails on every rank alike, so
+  // all ranks agree); `shm` makes that an init() error; `mpi` skips it.
+  Status add_shm_executor(const Config& config) {
+    if (config.cpu_operations == CpuOperations::kMpi) return Status::ok();
+    shm::ShmExecutor::Options so;
+    so.peer_timeout = std::chrono::seconds(60);
+    Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
+    if (s.is_ok()) {
+      executors_.push_back(shm_executor_.get());
+      return Status::ok();
+    }
+    if (config.cpu_operations == CpuOperations::kShm) return s;
+    KOLO_LOG(LogLevel::kInfo, "shared-memory executor unavailable, using MPI: " << s.message());
     return Status::ok();
   }
 
@@ -104,7 +123,8 @@ class MpiBackend final : public Backend {
     if (finalized_) return;
     finalized_ = true;
     executors_.clear();
-    gpu_executors_.clear();  // before the MPI executor the staged one borrows
+    gpu_executors_.clear();
+    shm_executor_.reset();  // before the MPI executor the staged one borrows
     mpi_executor_.reset();
     channel_.reset();
     int finalized = 0;
@@ -123,6 +143,7 @@ class MpiBackend final : public Backend {
   MPI_Comm control_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
   std::unique_ptr<ops::MpiChannel> channel_;
   std::unique_ptr<ops::MpiExecutor> mpi_executor_;
+  std::unique_ptr<shm::ShmExecutor> shm_executor_;
   std::vector<std::unique_ptr<Executor>> gpu_executors_;  // empty unless KOLO_HAVE_CUDA
   std::vector<Executor*> executors_;
 };

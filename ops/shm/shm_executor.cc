@@ -1,0 +1,120 @@
+// kolo's shared-memory Executor: ops/shm/shm_executor.h.
+#include "ops/shm/shm_executor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+namespace kolo::shm {
+namespace {
+
+// "/kolo-<pid of rank 0>-<nanoseconds at rank 0>-<world rank of this host's leader>": unique
+// per job and host, identical on the ranks of one host.
+std::string segment_name(MPI_Comm world, MPI_Comm local, int world_rank) {
+  long long id[2] = {static_cast<long long>(getpid()),
+                     static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  MPI_Bcast(id, 2, MPI_LONG_LONG, 0, world);
+  int leader = world_rank;
+  MPI_Bcast(&leader, 1, MPI_INT, 0, local);
+  return "/kolo-" + std::to_string(id[0]) + "-" + std::to_string(id[1]) + "-" + std::to_string(leader);
+}
+
+}  // namespace
+
+Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local, MPI_Comm cross,
+                           const Options& options, std::unique_ptr<ShmExecutor>* out) {
+  std::unique_ptr<ShmExecutor> x(new ShmExecutor());
+  ShmGroup::Options o;
+  o.name = segment_name(world, local, topo.rank);
+  o.local_rank = topo.local_rank;
+  o.local_size = topo.local_size;
+  o.segment_bytes = 2 * static_cast<size_t>(topo.local_size) * std::max<size_t>(options.chunk_bytes, 4096);
+  o.small_bytes = options.small_bytes;
+  o.peer_timeout = options.peer_timeout;
+  Status s = ShmGroup::create(o, mpi_agree(local), &x->group_);
+  if (s.is_ok() && options.arena_bytes > 0) {
+    s = ShmArena::create({o.name + "-g", topo.local_rank, topo.local_size, options.arena_bytes},
+                         mpi_agree(local), &x->arena_);
+  }
+  // Every host must have its group, or no rank may use one (executor choice must agree).
+  int ok = s.is_ok() ? 1 : 0, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
+  if (!s.is_ok()) return s;
+  if (all == 0) return Status::communication("shared memory: another host could not set up its segment");
+  x->single_host_ = topo.local_size == topo.size;
+  x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size};
+  *out = std::move(x);
+  return Status::ok();
+}
+
+bool ShmExecutor::accepts(const Response& r) const {
+  if (!r.device.is_cpu() || r.type == Response::Type::kError) return false;
+  return single_host_ || r.type == Response::Type::kAllreduce;
+}
+
+Status ShmExecutor::execute(const Response& r, std::vector<TensorEntry>& entries) {
+  Status s = Status::internal("shared-memory executor given an error response");
+  switch (r.type) {
+    case Response::Type::kAllreduce:
+      phase(entries, single_host_ ? "SHM_ALLREDUCE" : "HIERARCHICAL_ALLREDUCE");
+      s = allreduce(r, entries);
+      break;
+    case Response::Type::kBroadcast:
+      phase(entries, "SHM_BROADCAST");
+      s = broadcast(r, entries);
+      break;
+    case Response::Type::kAllgather:
+      phase(entries, "SHM_ALLGATHER");
+      s = allgather(r, entries);
+      break;
+    case Response::Type::kError: break;
+  }
+  phase(entries, "");
+  return s;
+}
+
+bool ShmExecutor::in_arena(DType dtype) const {
+  for (const Piece& p : pieces_) {
+    if (p.count > 0 && !arena_->contains(p.data, p.count * dtype_size(dtype))) return false;
+  }
+  return true;
+}
+
+Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
+  pieces_.clear();
+  for (TensorEntry& e : entries) pieces_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
+  if (single_host_ && arena_ != nullptr && in_arena(r.dtype)) {
+    return group_->allreduce_in_arena(*arena_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+  }
+  if (single_host_) return group_->allreduce(pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+  return hierarchical_allreduce(*group_, comms_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+}
+
+// Single host only: local ranks are world ranks (the local communicator is ordered by them).
+Status ShmExecutor::broadcast(const Response& r, std::vector<TensorEntry>& entries) {
+  for (TensorEntry& e : entries) KOLO_RETURN_IF_ERROR(group_->broadcast(e.view.data, e.view.num_bytes(), r.root));
+  return Status::ok();
+}
+
+Status ShmExecutor::allgather(const Response& r, std::vector<TensorEntry>& entries) {
+  TensorEntry& e = entries.at(0);
+  const Shape& shape = e.view.shape;
+  const size_t row_bytes =
+      static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end()))) * dtype_size(r.dtype);
+  std::vector<size_t> bytes;
+  int64_t rows = 0;
+  for (int64_t s : r.sizes) {
+    bytes.push_back(static_cast<size_t>(s) * row_bytes);
+    rows += s;
+  }
+  Tensor& out = e.handle->gathered;
+  out.dtype = r.dtype;
+  out.shape = shape;
+  out.shape[0] = rows;
+  out.bytes.resize(static_cast<size_t>(rows) * row_bytes);
+  return group_->allgatherv(e.view.data, out.bytes.data(), bytes);
+}
+
+}  // namespace kolo::shm

@@ -1,0 +1,75 @@
+// ops/shm/shm_executor.h — ShmExecutor: kolo's Executor for CPU collectives through the
+// shared-memory engine (ShmGroup), in front of the MPI executor.
+//
+// One host (every rank of the job shares it): allreduce, broadcast and allgather all run
+// through shared memory. Several hosts: allreduce runs hierarchically (shared memory within
+// the host, MPI between one leader per host); broadcast and allgather are declined and fall
+// through to the MPI executor. The choice depends only on the topology and the response,
+// which every rank shares, so every rank picks the same executor.
+//
+// A fused allreduce is reduced in place on the tensors themselves (ShmGroup takes a list of
+// pieces), so there is no copy into and out of a fusion buffer. With Options::arena_bytes a
+// ShmArena is created too: a trainer that allocates its gradients from arena() gets the
+// zero-copy path (on one host) for every response whose tensors all lie in it. All ranks
+// must then allocate alike; a rank whose tensors are not in the arena while its peers' are
+// makes that collective fail with a mismatch (never a hang).
+//
+// Ownership: owns the host's ShmGroup; borrows the communicators (owned by the backend),
+// which must outlive it. Thread safety: coordinator thread only.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/executor.h"
+#include "ops/shm/shm_arena.h"
+#include "ops/shm/shm_group.h"
+#include "ops/shm/shm_hierarchical.h"
+
+namespace kolo::shm {
+
+class ShmExecutor final : public Executor {
+ public:
+  struct Options {
+    // The pipelining chunk (one slot); the segment is 2 x local_size x chunk_bytes. Pass the
+    // fusion threshold, so a fused response is one chunk: two barriers.
+    size_t chunk_bytes = 4u << 20;
+    size_t small_bytes = ShmGroup::Options{}.small_bytes;
+    std::chrono::milliseconds peer_timeout = ShmGroup::Options{}.peer_timeout;
+    size_t arena_bytes = 0;  // per rank; 0 = no arena
+  };
+
+  // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of
+  // this host, ordered by world rank; `cross`: on local rank 0, the local rank 0s of all
+  // hosts. Fails on every rank if it fails on any host, so that no rank uses shared memory
+  // while another does not.
+  static Status create(const Topology& topo, MPI_Comm world, MPI_Comm local, MPI_Comm cross,
+                       const Options& options, std::unique_ptr<ShmExecutor>* out);
+
+  const char* name() const override { return "shm"; }
+  bool accepts(const Response& r) const override;
+  Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
+
+  ShmGroup& group() { return *group_; }
+  // The shared gradient memory, or nullptr without Options::arena_bytes.
+  ShmArena* arena() { return arena_.get(); }
+
+ private:
+  ShmExecutor() = default;
+  Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
+  Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
+  Status allgather(const Response& r, std::vector<TensorEntry>& entries);
+  bool in_arena(DType dtype) const;  // every piece of pieces_ lies in arena_
+
+  std::unique_ptr<ShmGroup> group_;
+  std::unique_ptr<ShmArena> arena_;
+  HierarchicalComms comms_;
+  bool single_host_ = true;
+  std::vector<Piece> pieces_;  // scratch, reused per response
+};
+
+}  // namespace kolo::shm

@@ -1,0 +1,164 @@
+// ops/shm/shm_group.h — ShmGroup: allreduce, broadcast and allgatherv among the processes
+// of one host through a shared-memory segment. MPI-free; the hierarchical (multi-host)
+// composition lives in shm_hierarchical.h.
+//
+// How it works. A segment is created at start-up by local rank 0, mapped by every local
+// rank, and unlinked by name as soon as all have mapped it. After a small control block its
+// data area holds two halves of `local_size` slots each (see shm_sync.h for why two).
+//   * allreduce, large: the buffer is processed in chunks of one slot. Per chunk, each rank
+//     copies the chunk (less its own slice) into its slot (reduce-scatter input), then sums
+//     slice r of the chunk from every rank — rank 0's values first — into slice r of its
+//     slot in the other half and into its own buffer, then copies every other rank's reduced
+//     slice back (all-gather). Two steps per chunk; the shared data of a chunk (a few MB)
+//     stays in the L3 cache, and the user's buffer is read once and written once — about
+//     one memcpy of it per rank, which is the floor for private buffers.
+//   * a list of pieces (the tensors of a fused response) is reduced in place as one buffer.
+//   * zero copy: allreduce_in_arena reads peers' buffers that live in a ShmArena.
+//   * allreduce, small (<= Options::small_bytes): one step — every rank publishes its buffer
+//     and every rank reduces all of them, in the same order. One barrier, no syscall.
+//   * broadcast: the root writes a half at a time while the others read the previous one.
+//   * allgatherv: every rank publishes a slot's worth of its input per step.
+// Every rank gets bitwise the same result: one reduction order for all (shm_kernels.h).
+//
+// Failure. Every call returns a Status. A peer that does not arrive within
+// Options::peer_timeout gives kTimeout, a peer whose process died gives kAborted, ranks that
+// call different collectives give kMismatch; each names the local rank at fault. After any
+// failure the group is broken for good (the steps cannot be resynchronised): every later
+// call returns the first error, and the other ranks see it within one poll.
+//
+// Ownership: create() hands out the only owner. Caller buffers are borrowed for the call.
+// Thread safety: not thread-safe; one thread (kolo's coordinator) makes all calls, and all
+// local ranks must make the same calls in the same order with matching arguments.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+#include "kolo/types.h"
+#include "ops/shm/shm_segment.h"
+#include "ops/shm/shm_sync.h"
+
+namespace kolo::shm {
+
+// One contiguous run of elements. A collective over several pieces treats them as one
+// buffer laid end to end — a fused response can be reduced in place, without a copy into a
+// fusion buffer.
+struct Piece {
+  void* data = nullptr;
+  size_t count = 0;  // elements
+};
+
+class ShmArena;
+
+namespace detail {
+// The descriptors that ranks compare at the first step of an allreduce / reduce_to_leader /
+// allreduce_in_arena (`layout`: a hash of the pieces' offsets and counts).
+CallDesc describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count);
+CallDesc describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout);
+}  // namespace detail
+
+class ShmGroup {
+ public:
+  struct Options {
+    std::string name;           // unique per job and host, e.g. "/kolo-<jobid>-<host>"
+    int local_rank = 0;
+    int local_size = 1;
+    // Data area; split into 2 halves x local_size slots (each rounded down to 4 KiB). The
+    // slot is the pipelining chunk. Measured here (np=2, a busy 2-core machine): 4 MiB slots
+    // beat 1 MiB ones by 1.3-1.7x — each chunk costs two barriers, and a barrier costs
+    // ~0.5 us idle but up to ~100 us when a peer is descheduled — while 8 MiB slots start to
+    // fall out of the 32 MB L3. Size it from the fusion threshold: 2 x local_size x threshold
+    // makes every fused response one chunk (ShmExecutor does that).
+    size_t segment_bytes = 16u << 20;
+    // Allreduces up to this many bytes take the one-step path (clamped to the slot size):
+    // one barrier instead of two; reading every rank's copy costs no more than the
+    // chunked path's extra pass below about the L2 size.
+    size_t small_bytes = 256u << 10;
+    // Bound on every wait for a peer. Generous: within kolo the coordinator calls a
+    // collective only once all ranks have negotiated it, so peers arrive within ms.
+    std::chrono::milliseconds peer_timeout{60000};
+  };
+
+  // Out-of-band agreement among the local ranks (shm_segment.h); create() uses it twice.
+  using Agree = shm::Agree;
+
+  // Collective over the local ranks. On success *out owns the group; on failure every rank
+  // returns an error and no segment name is left behind.
+  static Status create(const Options& options, const Agree& agree,
+                       std::unique_ptr<ShmGroup>* out);
+  ~ShmGroup();
+  ShmGroup(const ShmGroup&) = delete;
+  ShmGroup& operator=(const ShmGroup&) = delete;
+
+  // In-place allreduce. Each rank's values are multiplied by `prescale` first; the result is
+  // divided by local_size for kAverage and multiplied by `postscale` (ops::apply_postscale).
+  Status allreduce(void* buf, size_t count, DType dtype, ReduceOp op, double prescale = 1.0,
+                   double postscale = 1.0);
+  Status allreduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
+                   double prescale = 1.0, double postscale = 1.0);
+
+  // Zero-copy allreduce: like allreduce(), for pieces that lie in this rank's region of
+  // `arena` at the same offsets on every rank (ShmArena::allocate gives that when all ranks
+  // allocate alike; checked). Each rank reduces its slice reading the peers' regions in
+  // place and then copies the other slices from their owners: no copy into the slots, and
+  // three barriers per call whatever the size. The pieces are prescaled in place first.
+  Status allreduce_in_arena(const ShmArena& arena, std::span<const Piece> pieces, DType dtype,
+                            ReduceOp op, double prescale = 1.0, double postscale = 1.0);
+
+  // Copies `bytes` from local rank `root`'s buf into every other rank's buf.
+  Status broadcast(void* buf, size_t bytes, int root);
+
+  // out = the inputs of local ranks 0..n-1 laid end to end; rank j contributes
+  // bytes_per_rank[j] bytes. `in` may be out + (sum of the sizes before this rank).
+  Status allgatherv(const void* in, void* out, const std::vector<size_t>& bytes_per_rank);
+
+  // The combination (op, no postscale; kAverage combines like kSum) of every rank's prescaled
+  // buffer lands in local rank 0's buffer; the other ranks' buffers are left unchanged.
+  Status reduce_to_leader(void* buf, size_t count, DType dtype, ReduceOp op,
+                          double prescale = 1.0);
+  Status reduce_to_leader(std::span<const Piece> pieces, DType dtype, ReduceOp op,
+                          double prescale = 1.0);
+
+  // Breaks the group on every local rank with `why` (returned): for a caller whose own step
+  // between two shared-memory collectives failed (the MPI stage of the hierarchical
+  // allreduce), so that peers waiting on it stop now instead of at their timeout.
+  Status abort(Status why) { return record(std::move(why)); }
+
+  int local_rank() const { return opts_.local_rank; }
+  int local_size() const { return opts_.local_size; }
+  size_t slot_bytes() const { return slot_bytes_; }
+  // ok, or the failure that broke the group.
+  const Status& health() const { return broken_; }
+
+ private:
+  explicit ShmGroup(const Options& options);
+  Status attach(const Agree& agree);
+  Status usable();
+  Status record(Status s);
+  char* slot(uint64_t step, int rank) const;
+
+  enum class Target { kAll, kLeader };
+  Status reduce(std::span<const Piece> pieces, DType dtype, ReduceOp op, double prescale,
+                double postscale, Target target);
+  Status reduce_small(std::span<const Piece> pieces, size_t total, DType dtype, ReduceOp op,
+                      double prescale, double postscale, Target target, const CallDesc& d);
+  Status reduce_chunked(std::span<const Piece> pieces, size_t total, DType dtype, ReduceOp op,
+                        double prescale, double postscale, Target target, const CallDesc& d);
+
+  Options opts_;
+  SharedMapping mapping_;
+  PeerSync sync_;
+  char* data_ = nullptr;     // start of the data area
+  size_t slot_bytes_ = 0;
+  Status broken_;            // sticky
+  std::vector<const void*> srcs_;  // scratch: one source pointer per rank
+  std::vector<std::byte> block_;   // scratch: one reduced block of allreduce_in_arena
+};
+
+}  // namespace kolo::shm

@@ -1,0 +1,107 @@
+// N-way reduction of ops/shm/shm_kernels.h.
+#include "ops/shm/shm_kernels.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/cpu_reduce.h"
+
+namespace kolo::shm {
+namespace {
+
+// Work on blocks small enough that `dst` stays in L1 while each source streams past it.
+constexpr size_t kBlockBytes = 16 * 1024;
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+// Sums of fp32/fp64 in registers: one load per source and one store per element, where the
+// pairwise fold would store and reload dst once per source. Same additions, same order.
+template <class T, class V, V (*Load)(const T*), V (*Add)(V, V), void (*Store)(T*, V)>
+__attribute__((target("avx2"))) void sum_wide(T* dst, T* dst2, const T* const* s, int n,
+                                              size_t count) {
+  constexpr size_t kLanes = sizeof(V) / sizeof(T);
+  size_t i = 0;
+  for (; i + 2 * kLanes <= count; i += 2 * kLanes) {
+    V a0 = Add(Load(s[0] + i), Load(s[1] + i));
+    V a1 = Add(Load(s[0] + i + kLanes), Load(s[1] + i + kLanes));
+    for (int k = 2; k < n; ++k) {
+      a0 = Add(a0, Load(s[k] + i));
+      a1 = Add(a1, Load(s[k] + i + kLanes));
+    }
+    Store(dst + i, a0);
+    Store(dst + i + kLanes, a1);
+    if (dst2 != nullptr) {
+      Store(dst2 + i, a0);
+      Store(dst2 + i + kLanes, a1);
+    }
+  }
+  for (; i < count; ++i) {
+    T a = s[0][i] + s[1][i];
+    for (int k = 2; k < n; ++k) a += s[k][i];
+    dst[i] = a;
+    if (dst2 != nullptr) dst2[i] = a;
+  }
+}
+
+__attribute__((target("avx2"))) inline __m256 load_ps(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2"))) inline __m256 add_ps(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+__attribute__((target("avx2"))) inline void store_ps(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+__attribute__((target("avx2"))) inline __m256d load_pd(const double* p) { return _mm256_loadu_pd(p); }
+__attribute__((target("avx2"))) inline __m256d add_pd(__m256d a, __m256d b) { return _mm256_add_pd(a, b); }
+__attribute__((target("avx2"))) inline void store_pd(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
+
+__attribute__((target("avx2"))) void sum_f32_avx2(void* dst, void* dst2, const void* const* s,
+                                                  int n, size_t count) {
+  sum_wide<float, __m256, load_ps, add_ps, store_ps>(static_cast<float*>(dst), static_cast<float*>(dst2),
+                                                     reinterpret_cast<const float* const*>(s), n, count);
+}
+
+__attribute__((target("avx2"))) void sum_f64_avx2(void* dst, void* dst2, const void* const* s,
+                                                  int n, size_t count) {
+  sum_wide<double, __m256d, load_pd, add_pd, store_pd>(static_cast<double*>(dst), static_cast<double*>(dst2),
+                                                       reinterpret_cast<const double* const*>(s), n, count);
+}
+
+// Any dtype and op: fold reduce_pair over the sources, a block at a time.
+void reduce_folded(char* dst, const char* const* srcs, int n, size_t count, DType dtype,
+                   ReduceOp op) {
+  const size_t esize = dtype_size(dtype);
+  const size_t block = std::max<size_t>(1, kBlockBytes / esize);
+  for (size_t i = 0; i < count; i += block) {
+    const size_t m = std::min(block, count - i);
+    const size_t off = i * esize;
+    ops::reduce_pair(dst + off, srcs[0] + off, srcs[1] + off, m, dtype, op);
+    for (int k = 2; k < n; ++k) ops::reduce_into(dst + off, srcs[k] + off, m, dtype, op);
+  }
+}
+
+}  // namespace
+
+bool reduce_uses_avx2() { return cpu_has_avx2(); }
+
+void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
+                    ReduceOp op, void* dst2) {
+  if (count == 0) return;
+  const size_t bytes = count * dtype_size(dtype);
+  const bool sum = op == ReduceOp::kSum || op == ReduceOp::kAverage;
+  if (n >= 2 && sum && cpu_has_avx2() && dtype == DType::kFloat32) {
+    return sum_f32_avx2(dst, dst2, srcs, n, count);
+  }
+  if (n >= 2 && sum && cpu_has_avx2() && dtype == DType::kFloat64) {
+    return sum_f64_avx2(dst, dst2, srcs, n, count);
+  }
+  if (n == 1) {
+    if (dst != srcs[0]) std::memmove(dst, srcs[0], bytes);
+  } else {
+    reduce_folded(static_cast<char*>(dst), reinterpret_cast<const char* const*>(srcs), n, count,
+                  dtype, op);
+  }
+  if (dst2 != nullptr && dst2 != dst) std::memcpy(dst2, dst, bytes);
+}
+
+}  // namespace kolo::shm

@@ -1,0 +1,31 @@
+// ops/shm/shm_kernels.h — the N-way reduction kernel of the shared-memory engine.
+//
+// A rank that owns a slice combines that slice from every local rank in one fixed order —
+// rank 0's values first, then rank 1's, ... — so every rank computes bitwise the same result
+// and the small-message path (every rank reduces everything) agrees bitwise with the
+// reduce-scatter path (each rank reduces its slice).
+//
+// The result is exactly that of folding ops::reduce_pair from the left (fp16/bf16 round
+// after every step, as the MPI path's user-defined op does); fp32/fp64 sums take an AVX2
+// path that does the same additions in the same order, selected at run time.
+// Thread safety: pure functions on caller-owned memory.
+#pragma once
+
+#include <cstddef>
+
+#include "kolo/types.h"
+
+namespace kolo::shm {
+
+// dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... op srcs[n-1][i], for i < count.
+// When `dst2` is given the result is stored there too (the engine writes its slice to the
+// shared slot and to the user's buffer in one pass).
+// REQUIRES: n >= 1; dst may alias srcs[0] or srcs[1] but no later source; dst2 may alias
+// any source but not dst.
+void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
+                    ReduceOp op, void* dst2 = nullptr);
+
+// True when the running CPU takes the AVX2 path (for the benchmark's report).
+bool reduce_uses_avx2();
+
+}  // namespace kolo::shm

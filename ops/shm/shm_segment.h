@@ -1,0 +1,66 @@
+// ops/shm/shm_segment.h — a POSIX shared-memory segment mapped into this process.
+//
+// Purpose: the one place that talks to shm_open/ftruncate/mmap/shm_unlink, so the rest of
+// the shared-memory engine works on plain memory. A segment is created by one process
+// (O_CREAT|O_EXCL), opened by its peers, and unlinked by name as soon as every peer has
+// mapped it: the mapping stays valid after unlink, and nothing is left in /dev/shm if a
+// process dies later.
+//
+// Ownership: a SharedMapping owns its mapping (munmap in the destructor); it never owns the
+// name — unlink() is an explicit step of the creation protocol (see shm_group.cc).
+// Thread safety: none needed; created and destroyed by the coordinator thread.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "kolo/status.h"
+
+namespace kolo::shm {
+
+// An out-of-band agreement among the local ranks: every rank passes `ok_here`, and all learn
+// whether every rank passed true (an MPI_Allreduce with MPI_MIN on the host's communicator;
+// a pipe to a parent in tests).
+using Agree = std::function<Status(bool ok_here, bool* ok_everywhere)>;
+
+class SharedMapping {
+ public:
+  SharedMapping() = default;
+  ~SharedMapping();
+  SharedMapping(SharedMapping&& o) noexcept;
+  SharedMapping& operator=(SharedMapping&& o) noexcept;
+  SharedMapping(const SharedMapping&) = delete;
+  SharedMapping& operator=(const SharedMapping&) = delete;
+
+  // Creates `name` with `bytes` zero bytes and maps it. A stale segment of the same name (a
+  // crashed earlier job that used the same name) is removed first: names are per job.
+  static Status create(const std::string& name, size_t bytes, SharedMapping* out);
+  // Maps an existing segment `name`, which must be exactly `bytes` long.
+  static Status open(const std::string& name, size_t bytes, SharedMapping* out);
+  // Removes the name (not the memory). Missing names are not an error.
+  static Status unlink(const std::string& name);
+
+  // The creation protocol, collective over the local ranks: the creator creates the segment
+  // and runs `init` on it; all agree; the others map it; every rank runs `on_mapped` (check
+  // the header, publish its pid); all agree; every rank removes the name — whatever
+  // happened, so a failure on any rank leaves nothing in /dev/shm, and the name is gone
+  // before any collective runs. Fails on every rank if it fails on one.
+  static Status establish(const std::string& name, size_t bytes, bool creator, const Agree& agree,
+                          const std::function<void(void* base)>& init,
+                          const std::function<Status(void* base)>& on_mapped, SharedMapping* out);
+
+  // Checks the form POSIX requires of a portable name: "/" then 1..200 characters, no "/".
+  static Status validate_name(const std::string& name);
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool mapped() const { return data_ != nullptr; }
+
+ private:
+  void reset();
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace kolo::shm

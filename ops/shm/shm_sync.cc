@@ -1,0 +1,202 @@
+// The bounded step barrier of ops/shm/shm_sync.h.
+#include "ops/shm/shm_sync.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KOLO_CPU_RELAX() _mm_pause()
+#else
+#define KOLO_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace kolo::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kAbortWriting = 1;
+constexpr uint64_t kAbortReady = 2;
+// How long a wait yields before it starts sleeping, how long it sleeps, and how often it
+// checks that the peer still exists.
+constexpr auto kYieldPhase = std::chrono::milliseconds(2);
+constexpr auto kSleep = std::chrono::microseconds(50);
+constexpr auto kProbeEvery = std::chrono::milliseconds(10);
+
+int online_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+}  // namespace
+
+size_t control_bytes(int local_size) {
+  const size_t raw = sizeof(ControlHeader) + sizeof(RankLine) * static_cast<size_t>(local_size);
+  return (raw + 4095) / 4096 * 4096;
+}
+
+bool process_alive(int pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // A killed process whose parent has not reaped it yet still answers kill(); its state in
+  // /proc says it is gone (Z = zombie, X = dead).
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return true;  // no /proc: trust kill()
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close_paren = std::strrchr(buf, ')');  // the name may contain spaces or ')'
+  if (close_paren == nullptr || close_paren[1] == '\0') return true;
+  const char state = close_paren[2];
+  return state != 'Z' && state != 'X';
+}
+
+PeerSync::PeerSync(void* segment, int local_rank, int local_size,
+                   std::chrono::milliseconds timeout)
+    : header_(static_cast<ControlHeader*>(segment)),
+      lines_(reinterpret_cast<RankLine*>(static_cast<char*>(segment) + sizeof(ControlHeader))),
+      rank_(local_rank),
+      size_(local_size),
+      timeout_(timeout),
+      // With a CPU each, a peer arrives within microseconds and spinning wins; with more
+      // ranks than CPUs the peer we wait for may need our CPU, so give it up almost at once.
+      spin_(local_size <= online_cpus() ? 4000 : 20) {
+  step_ = lines_[rank_].arrived.load(std::memory_order_relaxed);
+  all_seen_ = step_;
+}
+
+Status PeerSync::arrive(uint64_t e, const CallDesc& desc) {
+  KOLO_RETURN_IF_ERROR(prepare(e));
+  RankLine& me = lines_[rank_];
+  me.desc[e % 2] = desc;
+  me.arrived.store(e, std::memory_order_release);
+  return Status::ok();
+}
+
+Status PeerSync::wait_for(int peer, uint64_t e) {
+  if (lines_[peer].arrived.load(std::memory_order_acquire) >= e) return Status::ok();
+  return wait_slow(peer, e);
+}
+
+Status PeerSync::wait_all(uint64_t e, bool check) {
+  for (int j = 0; j < size_; ++j) {
+    if (j == rank_) continue;
+    KOLO_RETURN_IF_ERROR(wait_for(j, e));
+  }
+  all_seen_ = std::max(all_seen_, e);
+  if (!check) return Status::ok();
+  const CallDesc& mine = lines_[rank_].desc[e % 2];
+  for (int j = 0; j < size_; ++j) {
+    const CallDesc& theirs = lines_[j].desc[e % 2];
+    if (j == rank_ || theirs == mine) continue;
+    const auto text = [&](const CallDesc& d) {
+      return describe_ != nullptr ? describe_(d) : std::to_string(d.what) + "/" + std::to_string(d.size);
+    };
+    return fail(Status::mismatch("shared memory: local rank " + std::to_string(rank_) +
+                                 " called " + text(mine) + " but local rank " + std::to_string(j) +
+                                 " called " + text(theirs)));
+  }
+  return Status::ok();
+}
+
+Status PeerSync::wait_slow(int peer, uint64_t e) {
+  const std::atomic<uint64_t>& arrived = lines_[peer].arrived;
+  for (int i = 0; i < spin_; ++i) {
+    if (arrived.load(std::memory_order_acquire) >= e) return Status::ok();
+    KOLO_CPU_RELAX();
+  }
+  const Clock::time_point start = Clock::now();
+  Clock::time_point next_probe = start + kProbeEvery;
+  for (;;) {
+    if (arrived.load(std::memory_order_acquire) >= e) return Status::ok();
+    if (header_->abort_word.load(std::memory_order_acquire) != 0) return published_failure();
+    const Clock::time_point now = Clock::now();
+    if (now - start < kYieldPhase) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(kSleep);
+    }
+    if (now >= next_probe || now - start >= timeout_) {
+      next_probe = now + kProbeEvery;
+      Status s = peer_gone_or_late(peer, e, start, now);
+      if (!s.is_ok()) return s;
+    }
+  }
+}
+
+Status PeerSync::peer_gone_or_late(int peer, uint64_t e, Clock::time_point start,
+                                   Clock::time_point now) {
+  if (lines_[peer].arrived.load(std::memory_order_acquire) >= e) return Status::ok();
+  const int pid = lines_[peer].pid.load(std::memory_order_relaxed);
+  if (lines_[peer].left.load(std::memory_order_acquire) != 0) {
+    return fail(Status::aborted("shared memory: local rank " + std::to_string(peer) +
+                                " shut its group down while local rank " + std::to_string(rank_) +
+                                " waited for it at step " + std::to_string(e) +
+                                " (ranks made different numbers of collective calls?)"));
+  }
+  if (liveness_ && !process_alive(pid)) {
+    return fail(Status::aborted("shared memory: local rank " + std::to_string(peer) + " (pid " +
+                                std::to_string(pid) + ") exited during a collective; local rank " +
+                                std::to_string(rank_) + " was waiting for it at step " +
+                                std::to_string(e)));
+  }
+  if (now - start >= timeout_) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+    return fail(Status::timeout("shared memory: local rank " + std::to_string(peer) + " (pid " +
+                                std::to_string(pid) + ") did not arrive at step " +
+                                std::to_string(e) + " within " + std::to_string(ms) +
+                                " ms; local rank " + std::to_string(rank_) + " gave up"));
+  }
+  return Status::ok();
+}
+
+void PeerSync::check_peers_visible() {
+  for (int j = 0; j < size_; ++j) {
+    if (j != rank_ && !process_alive(lines_[j].pid.load(std::memory_order_relaxed))) liveness_ = false;
+  }
+}
+
+Status PeerSync::fail(Status s) {
+  uint64_t expected = 0;
+  const uint64_t mine = static_cast<uint64_t>(rank_ + 1);
+  if (header_->abort_word.compare_exchange_strong(expected, mine | (kAbortWriting << 32),
+                                                  std::memory_order_acq_rel)) {
+    const std::string text = s.to_string();
+    const size_t n = std::min(text.size(), sizeof(header_->abort_message) - 1);
+    std::memcpy(header_->abort_message, text.data(), n);
+    header_->abort_message[n] = '\0';
+    header_->abort_word.store(mine | (kAbortReady << 32), std::memory_order_release);
+  }
+  return s;
+}
+
+Status PeerSync::published_failure() const {
+  uint64_t w = header_->abort_word.load(std::memory_order_acquire);
+  if (w == 0) return Status::ok();
+  // The failing rank writes its message right after claiming the word; give it a moment (it
+  // may be descheduled), so that every rank reports the cause, not just who stopped.
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(1);
+  while ((w >> 32) != kAbortReady && Clock::now() < give_up) {
+    sched_yield();
+    w = header_->abort_word.load(std::memory_order_acquire);
+  }
+  const int who = static_cast<int>(w & 0xffffffffu) - 1;
+  std::string why = "(no message)";
+  if ((w >> 32) == kAbortReady) why = header_->abort_message;
+  return Status::aborted("shared memory: local rank " + std::to_string(who) +
+                         " stopped the group: " + why);
+}
+
+}  // namespace kolo::shm

@@ -1,0 +1,424 @@
+// Tests of the shared-memory engine with fork()ed ranks (no MPI): results against the
+// rank-ordered reference, and every failure path — a dead peer, a late peer, mismatched
+// calls, cleanup of the segment name. See fork_ranks.h for why these do not use mpirun.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "ops/shm/shm_arena.h"
+#include "test/shm/fork_ranks.h"
+#include "test/shm/shm_test_data.h"
+
+namespace kolo::shm::testing {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kDeadline{60000};
+
+// Small segments so that modest buffers already take many chunks.
+ShmGroup::Options small_options(const std::string& name, int rank, int n) {
+  ShmGroup::Options o;
+  o.name = name;
+  o.local_rank = rank;
+  o.local_size = n;
+  o.segment_bytes = 2 * static_cast<size_t>(n) * 8192;  // 8 KiB slots
+  o.small_bytes = 1024;
+  o.peer_timeout = milliseconds(20000);
+  return o;
+}
+
+// Creates a group for `rank` and runs `fn` on it; returns its verdict.
+template <class F>
+std::string with_group(const ShmGroup::Options& o, const ShmGroup::Agree& agree, F&& fn) {
+  std::unique_ptr<ShmGroup> g;
+  Status s = ShmGroup::create(o, agree, &g);
+  if (!s.is_ok()) return "create: " + s.to_string();
+  return fn(*g);
+}
+
+void require_all_passed(const std::vector<RankOutcome>& out) {
+  const std::string f = failures(out);
+  INFO(f);
+  REQUIRE(f.empty());
+}
+
+}  // namespace
+
+TEST_CASE("shm allreduce equals the rank-ordered reference bitwise, every dtype and op",
+          "[shm]") {
+  for (int n : {2, 3, 4}) {
+    const std::string name = unique_segment_name();
+    const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+      return with_group(small_options(name, rank, n), agree, [&](ShmGroup& g) -> std::string {
+        uint64_t seed = 1;
+        // 0, 1, odd, at the small-path limit, one slot, and many slots with a ragged end.
+        for (size_t count : {0, 1, 7, 255, 256, 2048, 10007}) {
+          for (DType t : kAllDTypes) {
+            for (ReduceOp op : kAllOps) {
+              std::string e = check_allreduce(g, ++seed, count, t, op, 1.0, 1.0);
+              if (!e.empty()) return e;
+            }
+          }
+        }
+        return std::string();
+      });
+    }, kDeadline);
+    INFO("local ranks: " << n);
+    require_all_passed(out);
+  }
+}
+
+TEST_CASE("shm allreduce applies prescale and postscale like the MPI path", "[shm]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(3, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, 3), agree, [&](ShmGroup& g) -> std::string {
+      uint64_t seed = 100;
+      for (size_t count : {5, 9001}) {
+        for (DType t : kAllDTypes) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+            for (auto [pre, post] : {std::pair{0.5, 1.0}, {1.0, 0.25}, {2.0, 3.0}}) {
+              std::string e = check_allreduce(g, ++seed, count, t, op, pre, post);
+              if (!e.empty()) return e;
+            }
+          }
+        }
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm allreduce over many uneven pieces equals the reference", "[shm]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, 2), agree, [&](ShmGroup& g) -> std::string {
+      uint64_t seed = 200;
+      for (int pieces : {2, 17, 161}) {
+        for (size_t count : {100, 4099, 30011}) {
+          for (DType t : {DType::kFloat32, DType::kInt32, DType::kFloat16}) {
+            std::string e = check_allreduce(g, ++seed, count, t, ReduceOp::kSum, 1.0, 1.0, pieces);
+            if (e.empty()) e = check_allreduce(g, ++seed, count, t, ReduceOp::kMax, 2.0, 1.0, pieces);
+            if (!e.empty()) return e;
+          }
+        }
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm broadcast from every root delivers the root's bytes", "[shm]") {
+  const int n = 3;
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, n), agree, [&](ShmGroup& g) -> std::string {
+      for (size_t bytes : {0, 1, 1001, 24576, 24577, 100003}) {  // around one half (3 x 8 KiB)
+        for (int root = 0; root < n; ++root) {
+          std::vector<std::byte> mine = make_input(bytes + root, rank, bytes, DType::kUInt8, ReduceOp::kSum);
+          const std::vector<std::byte> want = make_input(bytes + root, root, bytes, DType::kUInt8, ReduceOp::kSum);
+          Status s = g.broadcast(mine.data(), bytes, root);
+          if (!s.is_ok()) return s.to_string();
+          if (mine != want) return "broadcast of " + std::to_string(bytes) + " bytes from " + std::to_string(root) + " differs";
+        }
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm allgatherv concatenates differing sizes, empty ones included", "[shm]") {
+  const int n = 4;
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, n), agree, [&](ShmGroup& g) -> std::string {
+      const std::vector<std::vector<size_t>> cases = {
+          {0, 0, 0, 0}, {1, 2, 3, 4}, {0, 8192, 1, 20000}, {50000, 0, 7, 8193}};
+      for (size_t c = 0; c < cases.size(); ++c) {
+        const auto& sizes = cases[c];
+        std::vector<std::byte> want;
+        for (int j = 0; j < n; ++j) {
+          auto part = make_input(c, j, sizes[j], DType::kUInt8, ReduceOp::kSum);
+          want.insert(want.end(), part.begin(), part.end());
+        }
+        const auto in = make_input(c, rank, sizes[rank], DType::kUInt8, ReduceOp::kSum);
+        std::vector<std::byte> got(want.size(), std::byte{0xee});
+        Status s = g.allgatherv(in.data(), got.data(), sizes);
+        if (!s.is_ok()) return s.to_string();
+        if (got != want) return "allgatherv case " + std::to_string(c) + " differs";
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm reduce_to_leader gives local rank 0 the sum and leaves the others unchanged",
+          "[shm]") {
+  const int n = 3;
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, n), agree, [&](ShmGroup& g) -> std::string {
+      for (size_t count : {3, 200, 20000}) {
+        for (double pre : {1.0, 0.5}) {
+          const uint64_t seed = count;
+          auto buf = make_input(seed, rank, count, DType::kFloat32, ReduceOp::kAverage);
+          const auto before = buf;
+          Status s = g.reduce_to_leader(buf.data(), count, DType::kFloat32, ReduceOp::kAverage, pre);
+          if (!s.is_ok()) return s.to_string();
+          // Leader: the combination without the division by n (that is the caller's step).
+          const auto want = rank == 0 ? reference_allreduce(seed, n, count, DType::kFloat32, ReduceOp::kSum, pre, 1.0)
+                                      : before;
+          const std::string d = first_difference(buf, want, DType::kFloat32);
+          if (!d.empty()) return "count " + std::to_string(count) + ": " + d;
+        }
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm segment name is gone once every rank has mapped it, and after exit", "[shm]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, 2), agree, [&](ShmGroup& g) -> std::string {
+      if (segment_exists(name)) return "/dev/shm" + name + " still exists after create()";
+      float x = 1.0f;  // and the unlinked segment still works
+      Status s = g.allreduce(&x, 1, DType::kFloat32, ReduceOp::kSum);
+      if (!s.is_ok() || x != 2.0f) return "allreduce after unlink: " + s.to_string();
+      (void)rank;
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE_FALSE(segment_exists(name));
+}
+
+TEST_CASE("shm ranks that disagree on the options all fail create() and leave no name",
+          "[shm]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(3, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, 3);
+    if (rank == 2) o.segment_bytes *= 2;
+    std::unique_ptr<ShmGroup> g;
+    Status s = ShmGroup::create(o, agree, &g);
+    if (s.is_ok()) return std::string("create() succeeded with mismatched options");
+    if (rank == 2 && s.message().find("expected") == std::string::npos) return "unclear error: " + s.to_string();
+    return std::string();
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE_FALSE(segment_exists(name));
+}
+
+TEST_CASE("shm segment larger than /dev/shm: every rank fails create() with a clear message",
+          "[shm][failure]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, 2);
+    o.segment_bytes = size_t{1} << 40;  // 1 TiB: tmpfs refuses the reservation up front
+    std::unique_ptr<ShmGroup> g;
+    Status s = ShmGroup::create(o, agree, &g);
+    if (s.is_ok()) return std::string("create() succeeded with a 1 TiB segment");
+    if (rank == 0 && s.message().find("/dev/shm") == std::string::npos) return "unclear error: " + s.to_string();
+    return std::string();
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE_FALSE(segment_exists(name));
+}
+
+TEST_CASE("shm rank killed mid-collective: the others fail naming it, in bounded time",
+          "[shm][failure]") {
+  const int n = 3;
+  const int victim = 1;
+  const std::string name = unique_segment_name();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, n);
+    o.segment_bytes = 2 * n * (256u << 10);
+    o.peer_timeout = milliseconds(30000);  // detection must come from the liveness check
+    return with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      if (rank == victim) {  // dies at some point inside one of its allreduces
+        std::thread([] {
+          std::this_thread::sleep_for(milliseconds(150));
+          kill(getpid(), SIGKILL);
+        }).detach();
+      }
+      std::vector<float> buf(4u << 20, 1.0f);
+      for (int it = 0; it < 100000; ++it) {
+        Status s = g.allreduce(buf.data(), buf.size(), DType::kFloat32, ReduceOp::kSum);
+        if (s.is_ok()) continue;
+        const auto failed_at = std::chrono::steady_clock::now();
+        // The next call must fail at once with the same sticky error.
+        Status again = g.allreduce(buf.data(), 1, DType::kFloat32, ReduceOp::kSum);
+        const bool quick = std::chrono::steady_clock::now() - failed_at < milliseconds(2000);  // not 30 s
+        const bool names = s.message().find("local rank " + std::to_string(victim)) != std::string::npos;
+        if (s.code() != Status::Code::kAborted || !names) return "unexpected error: " + s.to_string();
+        if (again.is_ok() || !quick) return "group not broken after a failure";
+        return std::string();
+      }
+      return std::string("never noticed that the victim died");
+    });
+  }, milliseconds(20000));
+  // The victim dies ~150 ms in; liveness is probed every 10 ms: seconds are plenty, even on
+  // a loaded machine, and far below the 30 s peer timeout.
+  REQUIRE(std::chrono::steady_clock::now() - t0 < milliseconds(8000));
+  REQUIRE(out[victim].killed);
+  REQUIRE(out[victim].signal == SIGKILL);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    INFO("rank " << r << ": " << out[r].verdict);
+    REQUIRE(out[r].reported);
+    REQUIRE(out[r].verdict.empty());
+  }
+  REQUIRE_FALSE(segment_exists(name));
+}
+
+TEST_CASE("shm peer that never arrives: a timeout naming it", "[shm][failure]") {
+  const std::string name = unique_segment_name();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, 2);
+    o.peer_timeout = milliseconds(300);
+    return with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      if (rank == 1) {  // alive but absent, then leaves without calling
+        std::this_thread::sleep_for(milliseconds(1500));
+        return std::string();
+      }
+      double x = 1;
+      Status s = g.allreduce(&x, 1, DType::kFloat64, ReduceOp::kSum);
+      if (s.code() != Status::Code::kTimeout) return "expected a timeout, got " + s.to_string();
+      if (s.message().find("local rank 1") == std::string::npos) return "does not name the peer: " + s.to_string();
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE(std::chrono::steady_clock::now() - t0 < milliseconds(10000));
+}
+
+TEST_CASE("shm peer that destroys its group while others wait: they fail at once, naming it",
+          "[shm][failure]") {
+  const std::string name = unique_segment_name();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = fork_ranks(3, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, 3);
+    o.peer_timeout = milliseconds(30000);
+    const std::string verdict = with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      if (rank == 2) return std::string();  // destroys its group without calling
+      int32_t x = 1;
+      Status s = g.allreduce(&x, 1, DType::kInt32, ReduceOp::kSum);
+      if (s.code() != Status::Code::kAborted || s.message().find("local rank 2 shut its group down") == std::string::npos) {
+        return "expected an abort naming local rank 2, got " + s.to_string();
+      }
+      return std::string();
+    });
+    if (rank == 2) std::this_thread::sleep_for(milliseconds(1500));  // alive, just gone from the group
+    return verdict;
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE(std::chrono::steady_clock::now() - t0 < milliseconds(8000));
+}
+
+TEST_CASE("shm ranks calling different collectives get a mismatch naming both", "[shm][failure]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, 2), agree, [&](ShmGroup& g) -> std::string {
+      std::vector<float> buf(rank == 0 ? 100 : 200, 1.0f);
+      Status s = g.allreduce(buf.data(), buf.size(), DType::kFloat32, ReduceOp::kSum);
+      if (s.is_ok()) return std::string("mismatched allreduce succeeded");
+      // The rank that notices reports a mismatch; the other learns of it from the segment.
+      const bool mentions = s.message().find("allreduce of 100 x float32") != std::string::npos &&
+                            s.message().find("allreduce of 200 x float32") != std::string::npos;
+      if (!mentions) return "message lacks the two calls: " + s.to_string();
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm allreduce_in_arena (zero copy) equals the reference bitwise, pieces included",
+          "[shm][arena]") {
+  for (int n : {2, 3}) {
+    const std::string name = unique_segment_name();
+    const std::string arena_name = unique_segment_name();
+    const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+      return with_group(small_options(name, rank, n), agree, [&](ShmGroup& g) -> std::string {
+        std::unique_ptr<ShmArena> arena;
+        Status s = ShmArena::create({arena_name, rank, n, 1u << 20}, agree, &arena);
+        if (!s.is_ok()) return "arena: " + s.to_string();
+        if (segment_exists(arena_name)) return std::string("arena name left in /dev/shm");
+        uint64_t seed = 700;
+        for (DType t : kAllDTypes) {
+          for (ReduceOp op : kAllOps) {
+            for (size_t count : {0, 1, 999, 30011}) {
+              arena->reset();
+              const size_t es = dtype_size(t);
+              const auto in = make_input(++seed, rank, count, t, op);
+              // Three pieces as a model would allocate them (weights of unequal sizes).
+              const size_t cuts[4] = {0, count / 5, count / 5 + count / 3, count};
+              std::vector<Piece> pieces;
+              for (int k = 0; k < 3; ++k) {
+                const size_t m = cuts[k + 1] - cuts[k];
+                void* p = arena->allocate(m * es);
+                if (p == nullptr) return std::string("arena full");
+                if (m > 0) std::memcpy(p, in.data() + cuts[k] * es, m * es);
+                pieces.push_back({p, m});
+              }
+              const double pre = op == ReduceOp::kProduct ? 1.0 : 0.5;
+              s = g.allreduce_in_arena(*arena, pieces, t, op, pre, 2.0);
+              if (!s.is_ok()) return s.to_string();
+              std::vector<std::byte> got;
+              for (const Piece& p : pieces) {
+                const auto* b = static_cast<const std::byte*>(p.data);
+                got.insert(got.end(), b, b + p.count * es);
+              }
+              const std::string d = first_difference(got, reference_allreduce(seed, n, count, t, op, pre, 2.0), t);
+              if (!d.empty()) {
+                return std::string(dtype_name(t)) + " " + std::string(reduce_op_name(op)) + " count " +
+                       std::to_string(count) + ": " + d;
+              }
+            }
+          }
+        }
+        return std::string();
+      });
+    }, kDeadline);
+    INFO("local ranks: " << n);
+    require_all_passed(out);
+  }
+}
+
+TEST_CASE("shm allreduce_in_arena with different layouts on two ranks is a mismatch",
+          "[shm][arena][failure]") {
+  const std::string name = unique_segment_name();
+  const std::string arena_name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, 2), agree, [&](ShmGroup& g) -> std::string {
+      std::unique_ptr<ShmArena> arena;
+      Status s = ShmArena::create({arena_name, rank, 2, 1u << 16}, agree, &arena);
+      if (!s.is_ok()) return "arena: " + s.to_string();
+      if (rank == 1) arena->allocate(64);  // rank 1's tensor sits one cache line later
+      auto* p = static_cast<float*>(arena->allocate(100 * sizeof(float)));
+      std::vector<float> outside(100);
+      if (g.allreduce_in_arena(*arena, std::vector<Piece>{{outside.data(), 100}}, DType::kFloat32, ReduceOp::kSum)
+              .code() != Status::Code::kInvalidArgument) {
+        return std::string("a buffer outside the arena was accepted");
+      }
+      s = g.allreduce_in_arena(*arena, std::vector<Piece>{{p, 100}}, DType::kFloat32, ReduceOp::kSum);
+      if (s.is_ok()) return std::string("mismatched layouts were reduced");
+      if (s.message().find("layout hash") == std::string::npos && s.code() != Status::Code::kAborted) {
+        return "unclear error: " + s.to_string();
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+}  // namespace kolo::shm::testing
