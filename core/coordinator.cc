@@ -131,7 +131,8 @@ void Coordinator::loop() {
                        strsignal(sig) + ")");
     bool activity = false;
     const auto cycle_start = Clock::now();
-    const int64_t exec_before = execution_ns_.load(std::memory_order_relaxed);
+    const int64_t exec_before =
+        execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
     Status s = topo_.rank == 0 ? root_cycle(&activity) : worker_cycle(&activity);
     if (!s.is_ok()) {
       KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
@@ -145,8 +146,9 @@ void Coordinator::loop() {
       // Time of this pass outside the executors (each counter only grows, so a reader
       // between two passes never sees execution ahead of coordination).
       const int64_t cycle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - cycle_start).count();
-      coordination_ns_.fetch_add(cycle_ns - (execution_ns_.load(std::memory_order_relaxed) - exec_before),
-                                 std::memory_order_relaxed);
+      const int64_t exec_after =
+          execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
+      coordination_ns_.fetch_add(cycle_ns - (exec_after - exec_before), std::memory_order_relaxed);
       last_activity = now;
       continue;
     }
@@ -346,7 +348,12 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
 Status Coordinator::execute_list(const ResponseList& list) {
   const bool collectives = std::any_of(list.responses.begin(), list.responses.end(),
                                        [](const Response& r) { return r.type != Response::Type::kError; });
-  if (collectives) KOLO_RETURN_IF_ERROR(backend_.rendezvous());
+  if (collectives) {
+    const auto t0 = Clock::now();
+    KOLO_RETURN_IF_ERROR(backend_.rendezvous());
+    rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                             std::memory_order_relaxed);
+  }
   for (const Response& r : list.responses) execute_one(r);
   return Status::ok();
 }
@@ -402,6 +409,7 @@ RuntimeStats Coordinator::stats() const {
   st.tensors = tensors_.load();
   st.execution_seconds = static_cast<double>(execution_ns_.load()) * 1e-9;
   st.coordination_seconds = static_cast<double>(coordination_ns_.load()) * 1e-9;
+  st.rendezvous_seconds = static_cast<double>(rendezvous_ns_.load()) * 1e-9;
   return st;
 }
 

@@ -82,7 +82,7 @@ class Coordinator {
 
   // Written by the coordinator thread, read by stats() from any thread.
   std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};
-  std::atomic<int64_t> coordination_ns_{0}, execution_ns_{0};
+  std::atomic<int64_t> coordination_ns_{0}, execution_ns_{0}, rendezvous_ns_{0};
 
   std::atomic<bool> shutdown_requested_{false};
   std::mutex reason_mu_;

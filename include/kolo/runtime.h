@@ -35,7 +35,8 @@ struct RuntimeStats {
   uint64_t active_cycles = 0;        // coordinator passes that handled any work
   uint64_t collectives = 0;          // responses executed (a fused buffer counts once)
   uint64_t tensors = 0;              // tensors completed (fused ones counted each)
-  double coordination_seconds = 0;   // time in active passes outside the executors
+  double coordination_seconds = 0;   // time in active passes outside executors and rendezvous
+  double rendezvous_seconds = 0;     // waiting for every rank to reach a response list
   double execution_seconds = 0;      // time inside executors (copies + transport)
 };
 RuntimeStats runtime_stats();
