@@ -62,8 +62,10 @@ MPI_Datatype mpi_dtype(DType t) {
 }
 
 MPI_Op mpi_reduce_op(DType t, ReduceOp op) {
-  if (t == DType::kFloat16 || t == DType::kBFloat16)
+  if (t == DType::kFloat16 || t == DType::kBFloat16) {
+    create_half_ops();  // idempotent: code that runs without the backend (tests) gets them too
     return g_half_ops[t == DType::kFloat16 ? 0 : 1][static_cast<int>(op)];
+  }
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage: return MPI_SUM;

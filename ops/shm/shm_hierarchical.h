@@ -33,10 +33,4 @@ Status hierarchical_allreduce(ShmGroup& local, const HierarchicalComms& comms,
                               std::span<const Piece> pieces, DType dtype, ReduceOp op,
                               double prescale = 1.0, double postscale = 1.0);
 
-// The MPI datatype and op that reduce kolo's (dtype, op) — builtins where MPI has them,
-// user-defined ops over ops::reduce_into for fp16/bf16 (created on first use, freed by
-// MPI_Finalize). kAverage maps to a sum.
-MPI_Datatype mpi_datatype(DType dtype);
-MPI_Op mpi_op(DType dtype, ReduceOp op);
-
 }  // namespace kolo::shm

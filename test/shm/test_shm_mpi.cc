@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "ops/cpu_reduce.h"
+#include "ops/mpi_util.h"
 #include "ops/shm/shm_hierarchical.h"
 #include "test/shm/shm_test_data.h"
 
@@ -69,7 +70,7 @@ std::vector<std::byte> mpi_allreduce(std::vector<std::byte> buf, DType t, Reduce
   MPI_Comm_size(comm, &n);
   const size_t count = buf.size() / dtype_size(t);
   ops::scale_copy(buf.data(), buf.data(), count, t, pre);
-  MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), mpi_datatype(t), mpi_op(t, op), comm);
+  MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), ops::mpi_dtype(t), ops::mpi_reduce_op(t, op), comm);
   ops::apply_postscale(buf.data(), count, t, op, n, post);
   return buf;
 }
