@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       openmpi-bin libopenmpi-dev libeigen3-dev catch2 zlib1g-dev
-      libcli11-dev nlohmann-json3-dev dataset-fashion-mnist)
+      libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3)
 # Optional extras (plots, the PyTorch baseline) are installed by the bench scripts that use them.
 missing=()
 for p in "${pkgs[@]}"; do

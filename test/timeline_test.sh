@@ -10,7 +10,7 @@ flags=(); while [ "$1" != "--" ]; do flags+=("$1"); shift; done; shift
 trace=$(mktemp --suffix=.json); trap 'rm -f "$trace"' EXIT
 KOLO_TIMELINE=$trace mpirun -np 2 "${flags[@]}" "$@" >/dev/null
 EXPECT_TENSORS=${EXPECT_TENSORS:-grad,config,rows} EXPECT_PHASES=${EXPECT_PHASES:-NEGOTIATE,QUEUE,ALLREDUCE,BROADCAST,ALLGATHER} \
-python3 - "$trace" <<'PY'
+/usr/bin/python3 - "$trace" <<'PY'
 import json, os, sys
 text = open(sys.argv[1]).read()
 events = json.loads(text)
