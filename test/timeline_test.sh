@@ -34,4 +34,9 @@ print("timeline ok:", len(events), "events,", len(names), "tensor tracks")
 PY
 "$tool" "$trace" | tee /dev/stderr | grep -q "straggler (last rank to submit)"
 "$tool" "$trace" | grep -Eq "^NEGOTIATE +[0-9]+"
+# The same trace drawn as a picture (tools/timeline_plot.py): a PNG with one row per tensor.
+png=$(mktemp --suffix=.png); trap 'rm -f "$trace" "$png"' EXIT
+"$(dirname "$0")/../tools/timeline_plot.py" "$trace" "$png" >/dev/null
+[ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || { echo "timeline_plot: not a PNG"; exit 1; }
+[ "$(stat -c %s "$png")" -gt 10000 ] || { echo "timeline_plot: PNG too small"; exit 1; }
 echo "kolo-timeline ok"

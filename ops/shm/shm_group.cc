@@ -173,7 +173,7 @@ Status ShmGroup::broadcast(void* buf, size_t bytes, int root) {
     char* half = slot(e, 0);
     if (is_root) {
       KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
-      std::memcpy(half, p + off, m);
+      if (m > 0) std::memcpy(half, p + off, m);  // a 0-byte broadcast may pass no buffer
     }
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
     // The first step checks that everyone called the same broadcast; after that the root
@@ -181,7 +181,7 @@ Status ShmGroup::broadcast(void* buf, size_t bytes, int root) {
     if (first) KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
     if (!is_root) {
       KOLO_RETURN_IF_ERROR(record(sync_.wait_for(root, e)));
-      std::memcpy(p + off, half, m);
+      if (m > 0) std::memcpy(p + off, half, m);
     }
     off += m;
     first = false;

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds the runtime and its tests under a sanitizer preset and runs them (no trainer, no
+# benchmarks: they add build time but no runtime code). CI runs the ASan+UBSan preset.
+# Usage: scripts/sanitize.sh [asan|tsan] [ctest arguments...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-asan}; shift || true
+case "$preset" in asan|tsan) ;; *) echo "sanitize.sh: unknown preset '$preset' (asan, tsan)" >&2; exit 2;; esac
+scripts/install-deps.sh
+cmake --preset "$preset" -DKOLO_BUILD_TRAINER=OFF -DKOLO_BUILD_BENCH=OFF >/dev/null
+cmake --build "build-$preset" -j "$(nproc)"
+ctest --preset "$preset" --timeout 600 "$@"
