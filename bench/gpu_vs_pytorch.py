@@ -18,13 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def lenet(classes):
-    # kolo's "lenet": conv6-5x5 pad 2, pool, conv16-5x5, pool, fc120, fc84, fc.
-    return nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2, 2), nn.Flatten(),
-        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, classes))
+from train_vs_pytorch import lenet  # kolo's LeNet-5, shared with the CPU comparison
 
 
 class Bottleneck(nn.Module):
