@@ -25,7 +25,8 @@ const std::set<std::string>& known_names() {
       "KOLO_TIMELINE",                 "KOLO_TIMELINE_MARK_CYCLES",
       "KOLO_GPU_OPERATIONS",           "KOLO_AUTOTUNE",
       "KOLO_AUTOTUNE_LOG",             "KOLO_AUTOTUNE_SAMPLES",
-      "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY"};
+      "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY",
+      "KOLO_HIERARCHICAL_ALLREDUCE"};
   return names;
 }
 
@@ -119,6 +120,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");
     c.timeline_mark_cycles = *v == "1";
+  }
+  if (auto v = lookup("KOLO_HIERARCHICAL_ALLREDUCE")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_HIERARCHICAL_ALLREDUCE", *v, "0 or 1");
+    c.hierarchical_allreduce = *v == "1";
   }
   if (auto v = lookup("KOLO_AUTOTUNE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_AUTOTUNE", *v, "0 or 1");

@@ -32,6 +32,8 @@ struct Config {
   CpuOperations cpu_operations = CpuOperations::kAuto;  // KOLO_CPU_OPERATIONS
   // GPU executor: auto (NCCL unless ranks share a GPU, then host-staged), nccl, staged.
   std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS
+  // GPU allreduce as NCCL reduce-scatter in the host, MPI across hosts, NCCL all-gather.
+  bool hierarchical_allreduce = false;                  // KOLO_HIERARCHICAL_ALLREDUCE
   LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
   // A tensor submitted by some ranks but not all for this long is reported (0 = never).
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS

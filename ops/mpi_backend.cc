@@ -63,8 +63,8 @@ class MpiBackend final : public Backend {
     mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk));
 #ifdef KOLO_HAVE_CUDA
     // GPU executors take GPU tensors only; they come first so the MPI executor keeps CPU ones.
-    KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(data_, topo_, config.gpu_operations, mpi_executor_.get(),
-                                                             &gpu_executors_));
+    ops::gpu::GpuExecutorSetup gpu{data_, local_, cross_, config.gpu_operations, config.hierarchical_allreduce};
+    KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(gpu, topo_, mpi_executor_.get(), &gpu_executors_));
     for (auto& e : gpu_executors_) executors_.push_back(e.get());
 #endif
     KOLO_RETURN_IF_ERROR(add_shm_executor(config));

@@ -10,6 +10,9 @@
 // time per step spent in DistributedOptimizer::step() waiting for allreduces (communication
 // that the backward pass did not hide).
 //   mpirun -np 2 build/bench/kolo-bench-train --model resnet20 --steps 20 --csv out.csv
+// --device gpu runs the same loop on the GPU trainer (nn/gpu; the batch is built on the host
+// and uploaded every step, as in training):
+//   build/bench/kolo-bench-train --device gpu --model resnet50 --batch-size 128
 // Exit status 2 when the run is not sound (a step missing, a non-finite loss).
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -30,6 +33,7 @@ namespace {
 
 struct Options {
   std::string model = "resnet20", csv, json;
+  std::string device = "cpu";  // cpu | gpu (kolo-train's --device)
   int batch_size = 0;  // per rank; 0: the model's default below
   int warmup = 3, steps = 20, threads = 1;
   uint64_t seed = 42;
@@ -96,20 +100,20 @@ Result reduce_across_ranks(const Options& o, const Samples& s) {
 
 const char* kCsvHeader =
     "model,ranks,threads_per_rank,batch_per_rank,steps,window_s,images_per_s_per_rank,"
-    "images_per_s_total,step_ms_median,allreduce_wait_ms_mean,oversubscribed";
+    "images_per_s_total,step_ms_median,allreduce_wait_ms_mean,oversubscribed,device";
 
 std::string csv_row(const Options& o, const Result& r) {
   char line[512];
-  std::snprintf(line, sizeof line, "%s,%d,%d,%d,%d,%.4f,%.2f,%.2f,%.3f,%.3f,%d", o.model.c_str(), r.ranks,
+  std::snprintf(line, sizeof line, "%s,%d,%d,%d,%d,%.4f,%.2f,%.2f,%.3f,%.3f,%d,%s", o.model.c_str(), r.ranks,
                 r.threads, r.batch, r.steps, r.window_s, r.per_rank_ips, r.total_ips, r.step_ms_median,
-                r.wait_ms_mean, r.oversubscribed ? 1 : 0);
+                r.wait_ms_mean, r.oversubscribed ? 1 : 0, o.device.c_str());
   return line;
 }
 
 void print_result(const Options& o, const Result& r) {
-  std::printf("# kolo-bench-train: %s, %d rank(s) x batch %d, %d thread(s) per rank, %d warm-up + %d timed "
+  std::printf("# kolo-bench-train: %s on %s, %d rank(s) x batch %d, %d thread(s) per rank, %d warm-up + %d timed "
               "steps, synthetic data%s\n",
-              o.model.c_str(), r.ranks, r.batch, r.threads, o.warmup, r.steps,
+              o.model.c_str(), o.device.c_str(), r.ranks, r.batch, r.threads, o.warmup, r.steps,
               r.oversubscribed ? " (OVERSUBSCRIBED: more ranks x threads than cores)" : "");
   std::printf("# throughput over the timed window (slowest rank's); step time: median over steps of the "
               "slowest rank; wait: mean per step in step() waiting for allreduces\n");
@@ -132,6 +136,7 @@ void append_csv(const Options& o, const Result& r) {
 
 void write_json(const Options& o, const Result& r) {
   const nlohmann::json j = {{"model", o.model},
+                            {"device", o.device},
                             {"ranks", r.ranks},
                             {"threads_per_rank", r.threads},
                             {"batch_per_rank", r.batch},
@@ -157,6 +162,7 @@ kolo::train::TrainOptions train_options(const Options& o, Samples* samples) {
   t.epochs = 1;
   t.batch_size = o.batch_size;
   t.threads = o.threads;
+  t.device = o.device;
   t.seed = o.seed;
   t.lr = 0.01;  // random labels: a small constant rate keeps the loss finite
   t.warmup_epochs = 0;
@@ -222,6 +228,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", o.threads, "Eigen threads per rank")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "synthetic data and initial weights")->capture_default_str();
+  app.add_option("--device", o.device, "cpu | gpu (GPU local_rank % GPUs; e.g. lenet batch 256, resnet50 batch 128)")
+      ->check(CLI::IsMember({"cpu", "gpu"}))
+      ->capture_default_str();
   app.add_option("--csv", o.csv, "append the result row here (header when the file is new)");
   app.add_option("--json", o.json, "write the result as JSON here");
   CLI11_PARSE(app, argc, argv);

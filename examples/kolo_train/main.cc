@@ -36,6 +36,7 @@ void add_flags(CLI::App& app, kolo::train::TrainOptions& o) {
   app.add_option("--max-batches", o.max_batches, "stop each epoch after this many batches (0: all)")->capture_default_str();
   app.add_option("--synthetic-size", o.synthetic_size, "samples of the synthetic data set")->capture_default_str();
   app.add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
+  app.add_option("--device", o.device, "cpu | gpu (GPU: local rank % visible GPUs)")->capture_default_str();
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // overlapped allreduce, step) -> evaluation over the whole test set -> checkpoint.
 #include "examples/kolo_train/trainer.h"
 
+#include "examples/kolo_train/device_engine.h"
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -93,7 +95,7 @@ LrSchedule make_schedule(const TrainOptions& o) {
 
 // Accuracy and mean loss over the whole test set: each rank evaluates its shard, then the
 // sums are added across ranks.
-std::pair<double, double> evaluate(nn::Model& model, const nn::Dataset& test) {
+std::pair<double, double> evaluate(nn::Model& model, DeviceEngine* engine, const nn::Dataset& test) {
   int64_t begin, end;
   nn::eval_shard(static_cast<int64_t>(test.size()), kolo::rank(), kolo::size(), &begin, &end);
   nn::Tensor x;
@@ -106,7 +108,7 @@ std::pair<double, double> evaluate(nn::Model& model, const nn::Dataset& test) {
     std::vector<int64_t> idx;
     for (int64_t i = b; i < std::min(end, b + kEvalBatch); ++i) idx.push_back(i);
     nn::gather_batch(test, idx, {}, unused, x, y);
-    const auto r = loss.forward(model.forward(x, false), y.data());
+    const auto r = loss.forward(engine ? engine->eval_logits(x) : model.forward(x, false), y.data());
     sums[0] += r.correct;
     sums[1] += r.loss * static_cast<double>(idx.size());
     sums[2] += static_cast<double>(idx.size());
@@ -171,6 +173,7 @@ struct Run {
   nn::ShardedSampler sampler;
   nn::Augment augment;
   int64_t step = 0;
+  std::unique_ptr<DeviceEngine> engine;  // --device gpu; null on CPU
 };
 
 EpochStats train_epoch(Run& r, int epoch) {
@@ -192,14 +195,21 @@ EpochStats train_epoch(Run& r, int epoch) {
     const auto step_start = Clock::now();
     r.opt->set_lr(r.schedule.rate(epoch + static_cast<double>(b) / batches));
     nn::gather_batch(r.data.train, r.sampler.batch(b), r.augment, aug_rng, x, y);
-    const auto res = loss.forward(r.model->forward(x, true), y.data());
-    r.model->backward(x, loss.grad(), r.opt->hook());
-    const bool updated = r.opt->step();
-    if (updated) r.opt->zero_grad();
+    nn::LossResult res;
+    bool updated = false;
+    if (r.engine) {
+      res = r.engine->train_step(x, y, r.opt->lr(), &updated);
+    } else {
+      res = loss.forward(r.model->forward(x, true), y.data());
+      r.model->backward(x, loss.grad(), r.opt->hook());
+      updated = r.opt->step();
+      if (updated) r.opt->zero_grad();
+    }
     ++r.step;
     if (r.o.on_step) {
+      const double wait = r.engine ? r.engine->last_wait_seconds() : r.opt->last_wait_seconds();
       r.o.on_step({epoch, b, static_cast<int64_t>(y.size()), seconds_since(step_start),
-                   updated ? r.opt->last_wait_seconds() : 0.0, res.loss});
+                   updated ? wait : 0.0, res.loss});
     }
     const auto n = static_cast<double>(y.size());
     win_loss += res.loss * n;
@@ -264,8 +274,20 @@ Run make_run(const TrainOptions& o) {
   d.local_weight = sampler.local_weight();
   auto opt = std::make_unique<DistributedOptimizer>(make_optimizer(o, model->params()), d);
   nn::Augment augment = make_augment(o, data.train);
+  std::unique_ptr<DeviceEngine> engine;
+  if (o.device == "gpu") {
+    EngineOptimizer eo;
+    eo.kind = o.optimizer;
+    eo.sgd = SgdOptions{o.lr, o.momentum, o.weight_decay, o.nesterov};
+    eo.adam.lr = o.lr;
+    eo.adam.weight_decay = o.weight_decay;
+    eo.adam.decoupled = o.optimizer == "adamw";
+    engine = make_gpu_engine(*model, eo, d);
+  } else if (o.device != "cpu") {
+    throw std::invalid_argument("unknown --device \"" + o.device + "\" (known: cpu, gpu)");
+  }
   return Run{o, std::move(data), std::move(model), std::move(opt), make_schedule(o),
-             std::move(sampler), augment, 0};
+             std::move(sampler), augment, 0, std::move(engine)};
 }
 
 void write_metrics(const TrainOptions& o, const nlohmann::json& m) {
@@ -295,20 +317,23 @@ nlohmann::json run_training(const TrainOptions& o) {
     broadcast_model(*r.model, 0);
     broadcast_optimizer_state(r.opt->inner(), 0);
   }
+  // The device copy starts from the host model and optimizer every rank now agrees on.
+  if (r.engine) r.engine->from_host(*r.model, r.opt->inner());
   if (root) {
-    std::printf("kolo-train: %s on %s, %d rank(s) x batch %d (global %d), %zu parameters, %lld batches/epoch\n",
-                o.model.c_str(), o.dataset.c_str(), kolo::size(), r.sampler.local_batch_size(),
+    std::printf("kolo-train: %s on %s (%s), %d rank(s) x batch %d (global %d), %zu parameters, %lld batches/epoch\n",
+                o.model.c_str(), o.dataset.c_str(), r.engine ? r.engine->device_name().c_str() : "cpu", kolo::size(), r.sampler.local_batch_size(),
                 r.sampler.global_batch_size(), r.model->params().total_size(),
                 static_cast<long long>(r.sampler.batches_per_epoch()));
   }
   nlohmann::json metrics = {{"model", o.model}, {"dataset", o.dataset}, {"ranks", kolo::size()},
                             {"batch_size_per_rank", o.batch_size}, {"threads", o.threads},
+                            {"device", r.engine ? r.engine->device_name() : "cpu"},
                             {"epochs", nlohmann::json::array()}};
   const auto t0 = Clock::now();
   for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
     const EpochStats st = train_epoch(r, epoch);
     std::pair<double, double> test{-1.0, 0.0};
-    if (o.evaluate) test = evaluate(*r.model, r.data.test);
+    if (o.evaluate) test = evaluate(*r.model, r.engine.get(), r.data.test);
     if (root) {
       std::printf("Epoch[%d] Train-loss=%.4f Train-accuracy=%.4f Time=%.1fs Speed=%.1f samples/sec",
                   epoch, st.loss, st.accuracy, st.seconds, st.images_per_sec);
@@ -317,7 +342,10 @@ nlohmann::json run_training(const TrainOptions& o) {
       std::fflush(stdout);
     }
     metrics["epochs"].push_back(epoch_record(epoch, st, test, r.opt->lr()));
-    if (!o.checkpoint_dir.empty()) save_checkpoint(o, *r.model, r.opt->inner(), epoch + 1, r.step);
+    if (!o.checkpoint_dir.empty()) {
+      if (r.engine) r.engine->to_host(*r.model, r.opt->inner());
+      save_checkpoint(o, *r.model, r.opt->inner(), epoch + 1, r.step);
+    }
   }
   metrics["wall_seconds"] = seconds_since(t0);
   if (!metrics["epochs"].empty() && o.evaluate) {

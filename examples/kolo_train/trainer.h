@@ -55,6 +55,7 @@ struct TrainOptions {
   int64_t max_batches = 0;       // per epoch; 0: all (throughput runs on synthetic data)
   int64_t synthetic_size = 10240;
   bool evaluate = true;
+  std::string device = "cpu";  // cpu | gpu (GPU local_rank % GPUs; docs/gpu.md)
   bool verbose = true;                           // rank 0's progress lines
   std::function<void(const StepTiming&)> on_step;  // every rank, after each step
 };

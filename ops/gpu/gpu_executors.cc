@@ -44,10 +44,11 @@ int local_device_count(std::string* why) {
 
 }  // namespace
 
-Status create_gpu_executors(MPI_Comm data_comm, const Topology& topo, const std::string& gpu_operations,
-                            MpiExecutor* mpi, std::vector<std::unique_ptr<Executor>>* out) {
+Status create_gpu_executors(const GpuExecutorSetup& setup, const Topology& topo, MpiExecutor* mpi,
+                            std::vector<std::unique_ptr<Executor>>* out) {
+  MPI_Comm data_comm = setup.data_comm;
   GpuOperations knob = GpuOperations::kAuto;
-  KOLO_RETURN_IF_ERROR(parse_gpu_operations(gpu_operations, &knob));
+  KOLO_RETURN_IF_ERROR(parse_gpu_operations(setup.gpu_operations, &knob));
 
   std::string why;
   const int mine[2] = {local_device_count(&why), topo.local_size};
@@ -60,7 +61,12 @@ Status create_gpu_executors(MPI_Comm data_comm, const Topology& topo, const std:
   KOLO_RETURN_IF_ERROR(plan_gpu(knob, facts, &plan));
 
   switch (plan.executor) {
-    case GpuPlan::Executor::kNccl: out->push_back(std::make_unique<NcclExecutor>(data_comm)); break;
+    case GpuPlan::Executor::kNccl: {
+      auto nccl = std::make_unique<NcclExecutor>(data_comm);
+      if (setup.hierarchical_allreduce) nccl->enable_hierarchical(setup.local_comm, setup.cross_comm);
+      out->push_back(std::move(nccl));
+      break;
+    }
     case GpuPlan::Executor::kStaged: out->push_back(std::make_unique<StagedExecutor>(mpi, topo.rank)); break;
     case GpuPlan::Executor::kNone:
       if (!why.empty()) plan.reason += " (this rank: " + why + ")";

@@ -3,11 +3,13 @@
 // executor).
 //
 // Collective over the job: every rank reports its CUDA device count and host size
-// (MPI_Allgather on `data_comm`), and every rank then applies the same plan
+// (MPI_Allgather on `setup.data_comm`), and every rank then applies the same plan
 // (ops/gpu/gpu_plan.h) with KOLO_GPU_OPERATIONS (Config::gpu_operations). Result: an NcclExecutor, a StagedExecutor, or, where some rank
 // has no GPU, an executor that fails every GPU collective on every rank with that reason.
 // A malformed KOLO_GPU_OPERATIONS, or `nccl` where ranks must share a GPU, is an error
-// (init() refuses to start).
+// (init() refuses to start). With hierarchical_allreduce, the NCCL executor reduces within
+// the host and across hosts separately (ops/gpu/hierarchical.h); the staged executor
+// ignores it (its traffic already goes through the CPU path).
 //
 // Ownership: the caller owns the executors; `mpi` is borrowed and must outlive them.
 // Thread safety: call from the thread that runs kolo::init, before the coordinator starts.
@@ -16,6 +18,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/backend.h"
@@ -24,7 +27,16 @@
 
 namespace kolo::ops::gpu {
 
-Status create_gpu_executors(MPI_Comm data_comm, const Topology& topo, const std::string& gpu_operations,
-                            MpiExecutor* mpi, std::vector<std::unique_ptr<Executor>>* out);
+// kolo's communicators (borrowed; they outlive the executors) and the GPU knobs.
+struct GpuExecutorSetup {
+  MPI_Comm data_comm = MPI_COMM_NULL;   // every rank
+  MPI_Comm local_comm = MPI_COMM_NULL;  // the ranks of this host
+  MPI_Comm cross_comm = MPI_COMM_NULL;  // the ranks with this local rank, one per host
+  std::string gpu_operations = "auto";  // KOLO_GPU_OPERATIONS
+  bool hierarchical_allreduce = false;  // KOLO_HIERARCHICAL_ALLREDUCE (NCCL executor only)
+};
+
+Status create_gpu_executors(const GpuExecutorSetup& setup, const Topology& topo, MpiExecutor* mpi,
+                            std::vector<std::unique_ptr<Executor>>* out);
 
 }  // namespace kolo::ops::gpu

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <thread>
 
+#include "ops/gpu/nccl_types.h"
 #include "ops/mpi_util.h"
 
 namespace kolo::ops::gpu {
@@ -14,32 +15,6 @@ constexpr size_t kSlotAlign = 16;
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-ncclDataType_t nccl_dtype(DType t) {
-  switch (t) {
-    case DType::kUInt8: return ncclUint8;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kBFloat16: return ncclBfloat16;
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-  }
-  return ncclUint8;
-}
-
-// Average reduces with ncclSum; the division happens in the postscale kernel, exactly as
-// on CPU (ncclAvg would round differently for fp16 and does not exist for integers).
-ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAverage: return ncclSum;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kProduct: return ncclProd;
-  }
-  return ncclSum;
-}
-
 }  // namespace
 
 NcclExecutor::NcclExecutor(MPI_Comm data_comm) : mpi_comm_(data_comm) {
@@ -48,7 +23,8 @@ NcclExecutor::NcclExecutor(MPI_Comm data_comm) : mpi_comm_(data_comm) {
 }
 
 NcclExecutor::~NcclExecutor() {
-  // Buffers free themselves; the communicator first, while its stream still exists.
+  // Buffers free themselves; the communicators first, while their stream still exists.
+  hier_.reset();
   if (comm_) ncclCommDestroy(comm_);
   if (done_) cudaEventDestroy(done_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -66,6 +42,34 @@ Status NcclExecutor::setup_local(int device, ncclUniqueId* id) {
   if (!stream_) KOLO_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   if (!done_) KOLO_CUDA_RETURN(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   if (rank_ == 0) KOLO_NCCL_RETURN(ncclGetUniqueId(id));
+  return Status::ok();
+}
+
+void NcclExecutor::enable_hierarchical(MPI_Comm local_comm, MPI_Comm cross_comm) {
+  hier_ = std::make_unique<HierarchicalAllreduce>(mpi_comm_, local_comm, cross_comm);
+}
+
+Status NcclExecutor::ensure_stream(int device) {
+  if (device_ >= 0 && device != device_) {
+    return Status::invalid_argument("GPU tensor on gpu:" + std::to_string(device) + ", but this rank's GPU collectives use gpu:" +
+                                    std::to_string(device_) + "; keep a rank's GPU tensors on one device");
+  }
+  KOLO_CUDA_RETURN(cudaSetDevice(device));
+  if (!stream_) KOLO_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (!done_) KOLO_CUDA_RETURN(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  device_ = device;
+  return Status::ok();
+}
+
+// Every rank reaches this at the same response (hierarchical mode: the first allreduce).
+// A local stream failure is still agreed inside HierarchicalAllreduce::ensure_comm's steps.
+Status NcclExecutor::ensure_hierarchical(int device) {
+  if (!broken_.is_ok()) return broken_;
+  if (hier_->comm()) return ensure_stream(device);
+  Status s = ensure_stream(device);
+  if (s.code() == Status::Code::kInvalidArgument) return s;
+  s = hier_->ensure_comm(device);
+  if (!s.is_ok()) return fail(s);
   return Status::ok();
 }
 
@@ -105,19 +109,23 @@ Status NcclExecutor::finish() {
     const cudaError_t e = cudaEventQuery(done_);
     if (e == cudaSuccess) return Status::ok();
     if (e != cudaErrorNotReady) return fail(KOLO_CUDA_STATUS(e));
-    ncclResult_t async = ncclSuccess;
-    Status s = KOLO_NCCL_STATUS(ncclCommGetAsyncError(comm_, &async));
-    if (s.is_ok() && async != ncclSuccess && async != ncclInProgress)
-      s = nccl_status(async, "NCCL collective (asynchronous error)", __FILE__, __LINE__);
-    if (!s.is_ok()) return fail(s);
+    for (ncclComm_t c : {comm_, hier_ ? hier_->comm() : nullptr}) {
+      if (!c) continue;  // hierarchical mode may run without the world communicator
+      ncclResult_t async = ncclSuccess;
+      Status s = KOLO_NCCL_STATUS(ncclCommGetAsyncError(c, &async));
+      if (s.is_ok() && async != ncclSuccess && async != ncclInProgress)
+        s = nccl_status(async, "NCCL collective (asynchronous error)", __FILE__, __LINE__);
+      if (!s.is_ok()) return fail(s);
+    }
     std::this_thread::yield();
   }
 }
 
 Status NcclExecutor::prepare(const Response& r, const std::vector<TensorEntry>& entries) {
   if (entries.empty()) return Status::internal("NCCL executor given no tensors for \"" + r.names.at(0) + "\"");
+  const bool hier_only = hier_ && r.type == Response::Type::kAllreduce;
   for (const TensorEntry& e : entries) {
-    Status s = ensure_comm(e.view.device.id);
+    Status s = hier_only ? ensure_hierarchical(e.view.device.id) : ensure_comm(e.view.device.id);
     if (s.code() == Status::Code::kInvalidArgument)
       return Status::invalid_argument("\"" + e.request.name + "\": " + s.message());
     KOLO_RETURN_IF_ERROR(s);
@@ -142,7 +150,11 @@ Status NcclExecutor::execute(const Response& r, std::vector<TensorEntry>& entrie
 Status NcclExecutor::reduce_on_stream(void* buf, size_t count, DType t, ReduceOp op, double prescale,
                                       double postscale) {
   KOLO_CUDA_RETURN(launch_scale(buf, count, t, prescale, stream_));
-  KOLO_NCCL_RETURN(ncclAllReduce(buf, buf, count, nccl_dtype(t), nccl_op(op), comm_, stream_));
+  if (hier_) {
+    KOLO_RETURN_IF_ERROR(hier_->allreduce(buf, count, t, op, stream_));
+  } else {
+    KOLO_NCCL_RETURN(ncclAllReduce(buf, buf, count, nccl_dtype(t), nccl_op(op), comm_, stream_));
+  }
   KOLO_CUDA_RETURN(launch_postscale(buf, count, t, op, size_, postscale, stream_));
   return Status::ok();
 }
@@ -238,7 +250,7 @@ Status NcclExecutor::allgather(const Response& r, std::vector<TensorEntry>& entr
 
 Status NcclExecutor::allreduce_buffer(int device, void* buf, size_t count, DType t, ReduceOp op, double prescale,
                                       double postscale) {
-  KOLO_RETURN_IF_ERROR(ensure_comm(device));
+  KOLO_RETURN_IF_ERROR(hier_ ? ensure_hierarchical(device) : ensure_comm(device));
   KOLO_RETURN_IF_ERROR(reduce_on_stream(buf, count, t, op, prescale, postscale));
   return finish();
 }

@@ -31,10 +31,12 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <memory>
 #include <vector>
 
 #include "core/executor.h"
 #include "ops/gpu/buffers.h"
+#include "ops/gpu/hierarchical.h"
 #include "ops/gpu/kernels.h"
 
 namespace kolo::ops::gpu {
@@ -58,6 +60,10 @@ class NcclExecutor final : public Executor {
   // recv (recv_count elements) = this rank's share of the reduction of send (size * recv_count).
   Status reducescatter_buffer(int device, const void* send, void* recv, size_t recv_count, DType t, ReduceOp op);
 
+  // From now on allreduce goes through HierarchicalAllreduce (ops/gpu/hierarchical.h) on
+  // these communicators (borrowed; they outlive the executor), and needs no world NCCL
+  // communicator (broadcast and allgather still create one). Call before the first execute.
+  void enable_hierarchical(MPI_Comm local_comm, MPI_Comm cross_comm);
   // Creates the communicator on `device` if there is none yet (collective, see above).
   Status ensure_comm(int device);
   // For benchmarks that compare with raw NCCL on the same communicator and stream.
@@ -68,6 +74,9 @@ class NcclExecutor final : public Executor {
 
  private:
   Status setup_local(int device, ncclUniqueId* id);
+  // The stream and event on `device`, which must be the rank's one device.
+  Status ensure_stream(int device);
+  Status ensure_hierarchical(int device);
   Status prepare(const Response& r, const std::vector<TensorEntry>& entries);
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status allreduce_fused(const Response& r, std::vector<TensorEntry>& entries);
@@ -91,6 +100,7 @@ class NcclExecutor final : public Executor {
   DeviceBuffer gather_;
   DeviceBuffer descs_dev_;
   PinnedBuffer descs_host_;
+  std::unique_ptr<HierarchicalAllreduce> hier_;  // KOLO_HIERARCHICAL_ALLREDUCE=1, else null
 };
 
 }  // namespace kolo::ops::gpu

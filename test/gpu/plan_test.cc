@@ -1,6 +1,7 @@
 // The GPU plan (ops/gpu/gpu_plan.h): which executor every rank picks, from facts alone.
 #include <catch2/catch.hpp>
 
+#include "core/config.h"
 #include "ops/gpu/gpu_plan.h"
 
 using kolo::ops::gpu::GpuOperations;
@@ -62,4 +63,23 @@ TEST_CASE("a rank without a GPU disables GPU collectives everywhere, naming it",
     CHECK(p.executor == GpuPlan::Executor::kNone);
     CHECK(p.reason == "GPU collectives cannot run: rank(s) 1 of 3 see no CUDA device");
   }
+}
+
+TEST_CASE("KOLO_HIERARCHICAL_ALLREDUCE is 0 or 1, off by default, and named when wrong", "[host]") {
+  auto parse = [](std::optional<std::string> v, kolo::Config* c) {
+    return kolo::Config::parse(
+        [&](const std::string& name) -> std::optional<std::string> {
+          if (name == "KOLO_HIERARCHICAL_ALLREDUCE") return v;
+          return std::nullopt;
+        },
+        c);
+  };
+  kolo::Config c;
+  REQUIRE(parse(std::nullopt, &c).is_ok());
+  CHECK_FALSE(c.hierarchical_allreduce);
+  REQUIRE(parse(std::string("1"), &c).is_ok());
+  CHECK(c.hierarchical_allreduce);
+  const kolo::Status bad = parse(std::string("yes"), &c);
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK_THAT(bad.message(), Catch::Contains("KOLO_HIERARCHICAL_ALLREDUCE=\"yes\" is not valid: expected 0 or 1"));
 }
