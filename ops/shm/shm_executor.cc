@@ -33,6 +33,7 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   o.segment_bytes = 2 * static_cast<size_t>(topo.local_size) * std::max<size_t>(options.chunk_bytes, 4096);
   o.small_bytes = options.small_bytes;
   o.peer_timeout = options.peer_timeout;
+  o.arena_chunk_bytes = options.arena_chunk_bytes;
   Status s = ShmGroup::create(o, mpi_agree(local), &x->group_);
   if (s.is_ok() && options.arena_bytes > 0) {
     s = ShmArena::create({o.name + "-g", topo.local_rank, topo.local_size, options.arena_bytes},
@@ -45,8 +46,13 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   if (all == 0) return Status::communication("shared memory: another host could not set up its segment");
   x->single_host_ = topo.local_size == topo.size;
   x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size};
+  if (x->arena_ != nullptr) publish_arena(x->arena_.get());
   *out = std::move(x);
   return Status::ok();
+}
+
+ShmExecutor::~ShmExecutor() {
+  if (arena_ != nullptr) publish_arena(nullptr);  // kolo/memory.h: valid until shutdown
 }
 
 bool ShmExecutor::accepts(const Response& r) const {

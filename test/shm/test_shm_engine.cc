@@ -27,6 +27,7 @@ ShmGroup::Options small_options(const std::string& name, int rank, int n) {
   o.local_size = n;
   o.segment_bytes = 2 * static_cast<size_t>(n) * 8192;  // 8 KiB slots
   o.small_bytes = 1024;
+  o.arena_chunk_bytes = 8192;  // zero copy: many pipelined chunks too
   o.peer_timeout = milliseconds(20000);
   return o;
 }
@@ -413,6 +414,29 @@ TEST_CASE("shm allreduce_in_arena with different layouts on two ranks is a misma
       s = g.allreduce_in_arena(*arena, std::vector<Piece>{{p, 100}}, DType::kFloat32, ReduceOp::kSum);
       if (s.is_ok()) return std::string("mismatched layouts were reduced");
       if (s.message().find("layout hash") == std::string::npos && s.code() != Status::Code::kAborted) {
+        return "unclear error: " + s.to_string();
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+TEST_CASE("shm allreduce_in_arena on one rank and the slot path on another is a mismatch",
+          "[shm][arena][failure]") {
+  const std::string name = unique_segment_name();
+  const std::string arena_name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
+    return with_group(small_options(name, rank, 2), agree, [&](ShmGroup& g) -> std::string {
+      std::unique_ptr<ShmArena> arena;
+      Status s = ShmArena::create({arena_name, rank, 2, 1u << 16}, agree, &arena);
+      if (!s.is_ok()) return "arena: " + s.to_string();
+      auto* p = static_cast<float*>(arena->allocate(100 * sizeof(float)));
+      std::vector<float> priv(100, 1.0f);
+      s = rank == 0 ? g.allreduce_in_arena(*arena, std::vector<Piece>{{p, 100}}, DType::kFloat32, ReduceOp::kSum)
+                    : g.allreduce(priv.data(), priv.size(), DType::kFloat32, ReduceOp::kSum);
+      if (s.is_ok()) return std::string("a zero-copy and a slot allreduce were paired");
+      if (s.code() != Status::Code::kMismatch && s.code() != Status::Code::kAborted) {
         return "unclear error: " + s.to_string();
       }
       return std::string();
