@@ -124,7 +124,7 @@ TEST_CASE("zero-copy allreduce equals the copy path bitwise, on every rank", "[s
       set(priv.data(), k.dtype, i, v);
     }
     std::memcpy(shared, priv.data(), total * es);
-    const std::string tag = std::string(dtype_name(k.dtype)) + "." + reduce_op_name(k.op);
+    const std::string tag = std::string(dtype_name(k.dtype)) + "." + std::string(reduce_op_name(k.op));
     allreduce_all(sv, "zc." + tag + ".", k.op, k.pre, k.post);
     allreduce_all(pv, "copy." + tag + ".", k.op, k.pre, k.post);
     INFO(tag);
