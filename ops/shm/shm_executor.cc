@@ -7,6 +7,8 @@
 #include <chrono>
 #include <string>
 
+#include "core/logging.h"
+
 namespace kolo::shm {
 namespace {
 
@@ -92,6 +94,9 @@ Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entri
   pieces_.clear();
   for (TensorEntry& e : entries) pieces_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
   if (single_host_ && arena_ != nullptr && in_arena(r.dtype)) {
+    if (zero_copy_calls_++ == 0) {
+      KOLO_LOG(LogLevel::kDebug, "shared memory: zero-copy allreduce in use (\"" << r.names[0] << "\" first)");
+    }
     return group_->allreduce_in_arena(*arena_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
   }
   if (single_host_) return group_->allreduce(pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);

@@ -73,6 +73,7 @@ class ShmExecutor final : public Executor {
   HierarchicalComms comms_;
   bool single_host_ = true;
   std::vector<Piece> pieces_;  // scratch, reused per response
+  uint64_t zero_copy_calls_ = 0;
 };
 
 }  // namespace kolo::shm
