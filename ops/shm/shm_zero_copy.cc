@@ -67,7 +67,8 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
   const size_t chunk = std::max<size_t>(opts_.arena_chunk_bytes / esize, static_cast<size_t>(n) * 64);
   const char* mine = arena.region(r);
   const auto peer_copy = [&](int j, const char* p) { return arena.region(j) + (p - mine); };
-  const CallDesc d = detail::describe_arena_reduce(dtype, op, layout_hash(arena, pieces));
+  // Ranks must also cut the same chunks: the chunk size joins the layout hash.
+  const CallDesc d = detail::describe_arena_reduce(dtype, op, layout_hash(arena, pieces) * 31 + chunk);
   const PostScale post{true, n, postscale};
   const bool direct = reduce_in_place_any(dtype, op);
   if (!direct) block_.resize(kBlockBytes);
