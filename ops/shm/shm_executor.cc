@@ -83,17 +83,23 @@ Status ShmExecutor::execute(const Response& r, std::vector<TensorEntry>& entries
   return s;
 }
 
-bool ShmExecutor::in_arena(DType dtype) const {
+// Zero copy when every piece lies in the arena — unless the response is small enough for the
+// one-step slot path: one barrier (and a copy of a few KB) beats zero copy's three. Every
+// rank sees the same sizes, so all choose alike; both paths give bitwise the same result.
+bool ShmExecutor::zero_copy(DType dtype) const {
+  if (!single_host_ || arena_ == nullptr) return false;
+  size_t bytes = 0;
   for (const Piece& p : pieces_) {
     if (p.count > 0 && !arena_->contains(p.data, p.count * dtype_size(dtype))) return false;
+    bytes += p.count * dtype_size(dtype);
   }
-  return true;
+  return bytes > group_->small_bytes();
 }
 
 Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
   pieces_.clear();
   for (TensorEntry& e : entries) pieces_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
-  if (single_host_ && arena_ != nullptr && in_arena(r.dtype)) {
+  if (zero_copy(r.dtype)) {
     if (zero_copy_calls_++ == 0) {
       KOLO_LOG(LogLevel::kDebug, "shared memory: zero-copy allreduce in use (\"" << r.names[0] << "\" first)");
     }

@@ -11,7 +11,8 @@
 // pieces), so there is no copy into and out of a fusion buffer. With Options::arena_bytes a
 // ShmArena is created too and published as the memory behind kolo/memory.h
 // (allocate_shared): a trainer that allocates its gradients there gets the zero-copy path
-// (on one host) for every response whose tensors all lie in it. All ranks must then
+// (on one host) for every response whose tensors all lie in it and that is larger than the
+// one-step path's limit (below it one barrier beats zero copy's three). All ranks must then
 // allocate alike; a rank whose tensors are not in the arena while its peers' are makes that
 // collective fail with a mismatch (never a hang).
 //
@@ -66,7 +67,7 @@ class ShmExecutor final : public Executor {
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
-  bool in_arena(DType dtype) const;  // every piece of pieces_ lies in arena_
+  bool zero_copy(DType dtype) const;  // pieces_ go down the zero-copy path
 
   std::unique_ptr<ShmGroup> group_;
   std::unique_ptr<ShmArena> arena_;

@@ -136,6 +136,8 @@ class ShmGroup {
   int local_rank() const { return opts_.local_rank; }
   int local_size() const { return opts_.local_size; }
   size_t slot_bytes() const { return slot_bytes_; }
+  // Allreduces up to this many bytes take the one-step path (Options::small_bytes, clamped).
+  size_t small_bytes() const { return opts_.small_bytes; }
   // ok, or the failure that broke the group.
   const Status& health() const { return broken_; }
 
