@@ -222,6 +222,7 @@ void print_sweep(const Options& o, const std::vector<Row>& rows) {
 }  // namespace
 
 int run_workload_mode(const std::string& name, int warmup, int iters);  // workload_bench.cc
+void reserve_workload_shared_memory(const std::string& name);            // workload_bench.cc
 
 int main(int argc, char** argv) {
   Options o;
@@ -243,6 +244,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (!o.workload.empty()) reserve_workload_shared_memory(o.workload);
   kolo::init(&argc, &argv);
   int rc = 0;
   if (!o.workload.empty()) {

@@ -1,7 +1,7 @@
 // kolo-bench-shm-allreduce: the shared-memory engine beside MPI_Allreduce, in the same run.
 //
 //   mpirun -np 2 build/bench/kolo-bench-shm-allreduce [--iters N] [--out DIR]
-//          [--segment-bytes B] [--small-bytes B] [--no-sweep]
+//          [--segment-bytes B] [--small-bytes B] [--arena-chunk-bytes B] [--no-sweep]
 //
 // Cases: a 4 KB buffer (latency), one 64 MB tensor, a ResNet-50 gradient step (161 separate
 // fp32 tensors, 102 MB: one MPI_Allreduce per tensor, one MPI_Allreduce over one contiguous
@@ -35,6 +35,7 @@ struct Args {
   std::string out_dir;
   size_t segment_bytes = shm::ShmGroup::Options{}.segment_bytes;
   size_t small_bytes = shm::ShmGroup::Options{}.small_bytes;
+  size_t arena_chunk_bytes = shm::ShmGroup::Options{}.arena_chunk_bytes;
   bool sweep = true;
 };
 
@@ -47,6 +48,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--out" && has_value) a.out_dir = argv[++i];
     else if (k == "--segment-bytes" && has_value) a.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--small-bytes" && has_value) a.small_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (k == "--arena-chunk-bytes" && has_value) a.arena_chunk_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--no-sweep") a.sweep = false;
     else {
       std::fprintf(stderr, "unknown or incomplete argument \"%s\"\n", k.c_str());
@@ -215,12 +217,16 @@ void Bench::resnet50() {
     for (auto& g : grads) check(group->allreduce(g.data(), g.size(), DType::kFloat32, ReduceOp::kSum), "shm allreduce");
   }, it, 1);
   const Timing shm_fused = kolo(fused.data(), fused.size(), 1);
+  const Timing shm_fused_avg = time_it([&] {
+    check(group->allreduce(fused.data(), fused.size(), DType::kFloat32, ReduceOp::kAverage), "shm allreduce");
+  }, it, 1);
   row("resnet50", "MPI per tensor (161)", bytes, per_tensor, nullptr);
   row("resnet50", "MPI one 102MB buffer", bytes, one_buffer, nullptr);
   row("resnet50", "kolo-shm 161 pieces", bytes, shm_pieces, &per_tensor);
   row("resnet50", "kolo-shm " + std::to_string(buckets.size()) + " fused <=4MB", bytes, shm_buckets, &per_tensor);
   row("resnet50", "kolo-shm per tensor", bytes, shm_loop, &per_tensor);
   row("resnet50", "kolo-shm one buffer", bytes, shm_fused, &one_buffer);
+  row("resnet50", "kolo-shm one buffer, average", bytes, shm_fused_avg, &one_buffer);
   resnet50_zero_copy(params, per_tensor);
 }
 
@@ -245,7 +251,12 @@ void Bench::resnet50_zero_copy(const std::vector<ParamShape>& params, const Timi
   const Timing t = time_it([&] {
     check(group->allreduce_in_arena(*arena, pieces, DType::kFloat32, ReduceOp::kSum), "shm zero-copy allreduce");
   }, args.iters, 1);
+  // Average: the 1/n is folded into the reduction, so it should cost nothing extra.
+  const Timing avg = time_it([&] {
+    check(group->allreduce_in_arena(*arena, pieces, DType::kFloat32, ReduceOp::kAverage), "shm zero-copy allreduce");
+  }, args.iters, 1);
   row("resnet50", "kolo-shm zero-copy arena", bytes, t, &baseline);
+  row("resnet50", "kolo-shm zero-copy, average", bytes, avg, &baseline);
 }
 
 int run(int argc, char** argv) {
@@ -272,6 +283,7 @@ int run(int argc, char** argv) {
   o.local_size = local_size;
   o.segment_bytes = b.args.segment_bytes;
   o.small_bytes = b.args.small_bytes;
+  o.arena_chunk_bytes = b.args.arena_chunk_bytes;
   std::unique_ptr<shm::ShmGroup> group;
   check(shm::ShmGroup::create(o, shm::mpi_agree(local), &group), "shm create");
   b.group = group.get();
@@ -280,8 +292,9 @@ int run(int argc, char** argv) {
     if (b.csv != nullptr) std::fprintf(b.csv, "case,impl,np,bytes,min_ms,median_ms,algbw_GBps,busbw_GBps\n");
   }
   if (b.rank == 0) {
-    std::printf("# np=%d  slot %zu bytes  small path <= %zu bytes  AVX2 reduce: %s  iters %d\n", b.size,
-                group->slot_bytes(), o.small_bytes, shm::reduce_uses_avx2() ? "yes" : "no", b.args.iters);
+    std::printf("# np=%d  slot %zu bytes  small path <= %zu bytes  zero-copy chunk %zu bytes  AVX2 reduce: %s  iters %d\n",
+                b.size, group->slot_bytes(), o.small_bytes, o.arena_chunk_bytes, shm::reduce_uses_avx2() ? "yes" : "no",
+                b.args.iters);
     std::printf("%-14s %-26s %12s %10s %10s %8s %8s   %s\n", "case", "impl", "bytes", "min ms",
                 "median ms", "algbw", "busbw", "speed-up (min)");
   }

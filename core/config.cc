@@ -26,7 +26,7 @@ const std::set<std::string>& known_names() {
       "KOLO_GPU_OPERATIONS",           "KOLO_AUTOTUNE",
       "KOLO_AUTOTUNE_LOG",             "KOLO_AUTOTUNE_SAMPLES",
       "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY",
-      "KOLO_HIERARCHICAL_ALLREDUCE"};
+      "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES"};
   return names;
 }
 
@@ -85,6 +85,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   };
   KOLO_RETURN_IF_ERROR(bytes("KOLO_FUSION_THRESHOLD", &c.fusion_threshold_bytes, 0));
   KOLO_RETURN_IF_ERROR(bytes("KOLO_CPU_CHUNK_BYTES", &c.cpu_chunk_bytes, 4096));
+  KOLO_RETURN_IF_ERROR(bytes("KOLO_SHM_ARENA_BYTES", &c.shm_arena_bytes, 0));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_CYCLE_TIME", &c.cycle_time_ms, "milliseconds", true));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_CHECK_TIME_SECONDS", &c.stall_check_seconds, "seconds", false));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_SHUTDOWN_TIME_SECONDS", &c.stall_shutdown_seconds, "seconds", false));

@@ -30,6 +30,9 @@ struct Config {
   // CPU reductions run in pieces of this many bytes, so each piece stays in cache (KOLO_CPU_CHUNK_BYTES).
   size_t cpu_chunk_bytes = 1u << 20;
   CpuOperations cpu_operations = CpuOperations::kAuto;  // KOLO_CPU_OPERATIONS
+  // Per rank: kolo::allocate_shared's capacity (kolo/memory.h), reserved in /dev/shm at
+  // init; 0 = none (KOLO_SHM_ARENA_BYTES).
+  size_t shm_arena_bytes = 0;
   // GPU executor: auto (NCCL unless ranks share a GPU, then host-staged), nccl, staged.
   std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS
   // GPU allreduce as NCCL reduce-scatter in the host, MPI across hosts, NCCL all-gather.

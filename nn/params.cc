@@ -22,8 +22,18 @@ int ParamStore::add(const std::string& name, const Dims& shape) {
 void ParamStore::finalize() {
   if (finalized_) return;
   values_.assign(next_offset_, 0.0f);
-  if (with_grads_) grads_.assign(next_offset_, 0.0f);
+  if (with_grads_) {
+    grads_.assign(next_offset_, 0.0f);
+    grad_data_ = grads_.data();
+  }
   finalized_ = true;
+}
+
+void ParamStore::place_grads(float* memory) {
+  if (!finalized_ || !with_grads_) throw std::logic_error("ParamStore::place_grads: no gradients to place");
+  if (grad_data_ != nullptr) std::copy(grad_data_, grad_data_ + values_.size(), memory);
+  grad_data_ = memory;
+  grads_ = std::vector<float>();
 }
 
 int ParamStore::index_of(const std::string& name) const {
@@ -33,6 +43,9 @@ int ParamStore::index_of(const std::string& name) const {
   throw std::out_of_range("no parameter tensor named \"" + name + "\"");
 }
 
-void ParamStore::zero_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void ParamStore::zero_grads() {
+  auto g = grads();
+  std::fill(g.begin(), g.end(), 0.0f);
+}
 
 }  // namespace kolo::nn

@@ -8,8 +8,10 @@
 //
 // Life cycle: layers add() their tensors while the model is built, then finalize()
 // allocates both buffers (values zeroed) and nothing can be added any more. Pointers
-// returned by value()/grad() stay valid until the store is destroyed.
-// Ownership: the store owns both buffers; the Model owns the store.
+// returned by value()/grad() stay valid until the store is destroyed (or, for gradients,
+// until place_grads()).
+// Ownership: the store owns both buffers (gradients: unless placed in the caller's memory);
+// the Model owns the store.
 // Thread safety: none; the training thread uses it (kolo's coordinator only touches the
 // gradient memory handed to an allreduce until that handle completes).
 #pragma once
@@ -50,13 +52,17 @@ class ParamStore {
 
   float* value(int i) { return values_.data() + info(i).offset; }
   const float* value(int i) const { return values_.data() + info(i).offset; }
-  float* grad(int i) { return grads_.data() + info(i).offset; }
+  float* grad(int i) { return grad_data_ + info(i).offset; }
 
   std::span<float> values() { return values_; }
   std::span<const float> values() const { return values_; }
-  std::span<float> grads() { return grads_; }
+  std::span<float> grads() { return {grad_data_, grad_data_ == nullptr ? 0 : values_.size()}; }
   size_t total_size() const { return values_.size(); }
   void zero_grads();
+  // Moves the gradients into `memory` (total_size() floats, not owned; e.g. kolo's shared
+  // memory for zero-copy allreduce), copying their current values. Earlier grad() pointers
+  // become invalid. REQUIRES: finalized(), a store with gradients, memory outlives the store.
+  void place_grads(float* memory);
 
  private:
   bool with_grads_;
@@ -64,7 +70,8 @@ class ParamStore {
   size_t next_offset_ = 0;
   std::vector<ParamInfo> infos_;
   std::vector<float> values_;
-  std::vector<float> grads_;
+  std::vector<float> grads_;     // empty once placed elsewhere
+  float* grad_data_ = nullptr;   // grads_.data() or the placed memory
 };
 
 }  // namespace kolo::nn

@@ -79,6 +79,7 @@ class MpiBackend final : public Backend {
     if (config.cpu_operations == CpuOperations::kMpi) return Status::ok();
     shm::ShmExecutor::Options so;
     so.peer_timeout = std::chrono::seconds(60);
+    so.arena_bytes = config.shm_arena_bytes;  // kolo/memory.h
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kolo/collectives.h"
+#include "kolo/memory.h"
 
 namespace kolo {
 
@@ -22,6 +23,13 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<Optimizer> inner,
   ready_count_.assign(params_.count(), 0);
   handles_.resize(params_.count());
   if (options_.fp16_compression) half_.resize(params_.total_size());
+  // fp16 compression reduces the private half copies, so shared memory would not help.
+  const size_t bytes = params_.total_size() * sizeof(float);
+  if (options_.shared_gradients && !options_.fp16_compression && bytes > 0 &&
+      shared_memory_available() >= bytes) {
+    params_.place_grads(allocate_shared_array<float>(params_.total_size()));
+    gradients_shared_ = true;
+  }
 }
 
 DistributedOptimizer::~DistributedOptimizer() {

@@ -19,6 +19,13 @@
 // 11-bit precision (fine for gradients; not for parameters, which are never compressed).
 // local_weight: multiplies this rank's gradient before averaging (sampler's
 // local_weight() for unequal per-rank batches).
+// shared_gradients (default on): when kolo has shared memory for this (kolo/memory.h,
+// KOLO_SHM_ARENA_BYTES), the constructor moves the store's gradient buffer into it, so the
+// allreduces are zero-copy (ranks of a host read each other's gradients in place). Without
+// enough shared memory the gradients stay private (gradients_shared() says which); every
+// rank decides alike because every rank has the same capacity and allocates alike. The
+// shared buffer lives until kolo::shutdown(): destroy the optimizer's model or stop using
+// its gradients before shutting down.
 //
 // Memory: while an allreduce is in flight, its gradient tensor belongs to kolo; the
 // model's backward only writes other layers' gradients, and step() waits before touching.
@@ -41,6 +48,7 @@ struct DistributedOptions {
   int backward_passes_per_step = 1;
   bool fp16_compression = false;
   double local_weight = 1.0;
+  bool shared_gradients = true;
 };
 
 class DistributedOptimizer {
@@ -64,6 +72,8 @@ class DistributedOptimizer {
   double lr() const { return inner_->lr(); }
   void set_lr(double lr) { inner_->set_lr(lr); }
   void set_local_weight(double w) { options_.local_weight = w; }
+  // True when the gradients live in kolo's shared memory (see shared_gradients).
+  bool gradients_shared() const { return gradients_shared_; }
   // Seconds the last update spent in step() waiting for its allreduces: the communication
   // the backward pass did not hide (benchmarks report it; kolo-bench-train).
   double last_wait_seconds() const { return last_wait_seconds_; }
@@ -77,6 +87,7 @@ class DistributedOptimizer {
   nn::ParamStore& params_;
   int passes_ = 0;                   // backward passes since the last update
   double last_wait_seconds_ = 0.0;
+  bool gradients_shared_ = false;
   std::vector<int> ready_count_;     // per tensor: passes whose gradient is final
   std::vector<Handle> handles_;      // per tensor: allreduce in flight (or invalid)
   std::vector<Half> half_;           // fp16 staging, same offsets as the gradients

@@ -115,6 +115,11 @@ void print_result(const Options& o, const Result& r) {
               "steps, synthetic data%s\n",
               o.model.c_str(), o.device.c_str(), r.ranks, r.batch, r.threads, o.warmup, r.steps,
               r.oversubscribed ? " (OVERSUBSCRIBED: more ranks x threads than cores)" : "");
+  if (kolo::shared_memory_capacity() > 0) {
+    std::printf("# kolo shared memory (KOLO_SHM_ARENA_BYTES): %zu of %zu bytes per rank in use (the "
+                "DistributedOptimizer's gradients when they fit: zero-copy allreduce)\n",
+                kolo::shared_memory_capacity() - kolo::shared_memory_available(), kolo::shared_memory_capacity());
+  }
   std::printf("# throughput over the timed window (slowest rank's); step time: median over steps of the "
               "slowest rank; wait: mean per step in step() waiting for allreduces\n");
   std::printf("%s\n%s\n", kCsvHeader, csv_row(o, r).c_str());

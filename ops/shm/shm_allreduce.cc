@@ -91,10 +91,10 @@ Status ShmGroup::reduce_small(std::span<const Piece> pieces, size_t total, DType
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
   if (target == Target::kLeader && opts_.local_rank != 0) return Status::ok();
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
+  const PostScale post{target == Target::kAll, n, postscale};
   all.for_range(0, total, [&](char* user, size_t done, size_t m) {
     for (int j = 0; j < n; ++j) srcs_[j] = slot(e, j) + done * esize;
-    reduce_sources(user, srcs_.data(), n, m, dtype, op);
-    if (target == Target::kAll) ops::apply_postscale(user, m, dtype, op, n, postscale);
+    reduce_sources(user, srcs_.data(), n, m, dtype, op, nullptr, post);
   });
   return Status::ok();
 }
@@ -133,16 +133,13 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     // Reduce slice r into half B.
     const uint64_t eb = sync_.next_step();
     char* result = slot(eb, r) + my_lo * esize;
-    // Without a postscale the result goes to the slot and the user's buffer in one pass.
-    const bool post = target == Target::kAll && ops::needs_postscale(op, n, postscale);
+    // The result, post-scaled in the same pass, goes to the slot and the user's buffer.
+    const PostScale post{target == Target::kAll, n, postscale};
     all.for_range(off + my_lo, my_n, [&](char* user, size_t done, size_t cnt) {
       for (int j = 0; j < n; ++j) srcs_[j] = slot(ea, j) + (my_lo + done) * esize;
       if (!scaled) srcs_[r] = user;
       char* dst = result + done * esize;
-      reduce_sources(dst, srcs_.data(), n, cnt, dtype, op, gets_result && !post ? user : nullptr);
-      if (!post) return;
-      ops::apply_postscale(dst, cnt, dtype, op, n, postscale);
-      std::memcpy(user, dst, cnt * esize);
+      reduce_sources(dst, srcs_.data(), n, cnt, dtype, op, gets_result ? user : nullptr, post);
     });
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(eb)));
     if (!gets_result) continue;

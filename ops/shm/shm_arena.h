@@ -40,6 +40,11 @@ class ShmArena {
   void* allocate(size_t bytes);
   // Forgets every allocation.
   void reset() { used_ = 0; }
+  // Bytes allocate() can still hand out (the next allocation is 64-byte aligned first).
+  size_t available() const {
+    const size_t at = (used_ + 63) / 64 * 64;
+    return at >= bytes_per_rank_ ? 0 : bytes_per_rank_ - at;
+  }
 
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
@@ -57,5 +62,9 @@ class ShmArena {
   size_t bytes_per_rank_ = 0;
   size_t used_ = 0;
 };
+
+// Makes `arena` the memory behind kolo/memory.h (nullptr withdraws it). Called by
+// ShmExecutor at creation and before it destroys its arena. Thread-safe (shm_memory.cc).
+void publish_arena(ShmArena* arena);
 
 }  // namespace kolo::shm

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <string>
 
+#include "core/logging.h"
+
 namespace kolo::shm {
 namespace {
 
@@ -33,6 +35,7 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   o.segment_bytes = 2 * static_cast<size_t>(topo.local_size) * std::max<size_t>(options.chunk_bytes, 4096);
   o.small_bytes = options.small_bytes;
   o.peer_timeout = options.peer_timeout;
+  o.arena_chunk_bytes = options.arena_chunk_bytes;
   Status s = ShmGroup::create(o, mpi_agree(local), &x->group_);
   if (s.is_ok() && options.arena_bytes > 0) {
     s = ShmArena::create({o.name + "-g", topo.local_rank, topo.local_size, options.arena_bytes},
@@ -45,8 +48,13 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   if (all == 0) return Status::communication("shared memory: another host could not set up its segment");
   x->single_host_ = topo.local_size == topo.size;
   x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size};
+  if (x->arena_ != nullptr) publish_arena(x->arena_.get());
   *out = std::move(x);
   return Status::ok();
+}
+
+ShmExecutor::~ShmExecutor() {
+  if (arena_ != nullptr) publish_arena(nullptr);  // kolo/memory.h: valid until shutdown
 }
 
 bool ShmExecutor::accepts(const Response& r) const {
@@ -75,17 +83,26 @@ Status ShmExecutor::execute(const Response& r, std::vector<TensorEntry>& entries
   return s;
 }
 
-bool ShmExecutor::in_arena(DType dtype) const {
+// Zero copy when every piece lies in the arena — unless the response is small enough for the
+// one-step slot path: one barrier (and a copy of a few KB) beats zero copy's three. Every
+// rank sees the same sizes, so all choose alike; both paths give bitwise the same result.
+bool ShmExecutor::zero_copy(DType dtype) const {
+  if (!single_host_ || arena_ == nullptr) return false;
+  size_t bytes = 0;
   for (const Piece& p : pieces_) {
     if (p.count > 0 && !arena_->contains(p.data, p.count * dtype_size(dtype))) return false;
+    bytes += p.count * dtype_size(dtype);
   }
-  return true;
+  return bytes > group_->small_bytes();
 }
 
 Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
   pieces_.clear();
   for (TensorEntry& e : entries) pieces_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
-  if (single_host_ && arena_ != nullptr && in_arena(r.dtype)) {
+  if (zero_copy(r.dtype)) {
+    if (zero_copy_calls_++ == 0) {
+      KOLO_LOG(LogLevel::kDebug, "shared memory: zero-copy allreduce in use (\"" << r.names[0] << "\" first)");
+    }
     return group_->allreduce_in_arena(*arena_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
   }
   if (single_host_) return group_->allreduce(pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);

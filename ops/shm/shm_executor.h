@@ -9,10 +9,12 @@
 //
 // A fused allreduce is reduced in place on the tensors themselves (ShmGroup takes a list of
 // pieces), so there is no copy into and out of a fusion buffer. With Options::arena_bytes a
-// ShmArena is created too: a trainer that allocates its gradients from arena() gets the
-// zero-copy path (on one host) for every response whose tensors all lie in it. All ranks
-// must then allocate alike; a rank whose tensors are not in the arena while its peers' are
-// makes that collective fail with a mismatch (never a hang).
+// ShmArena is created too and published as the memory behind kolo/memory.h
+// (allocate_shared): a trainer that allocates its gradients there gets the zero-copy path
+// (on one host) for every response whose tensors all lie in it and that is larger than the
+// one-step path's limit (below it one barrier beats zero copy's three). All ranks must then
+// allocate alike; a rank whose tensors are not in the arena while its peers' are makes that
+// collective fail with a mismatch (never a hang).
 //
 // Ownership: owns the host's ShmGroup; borrows the communicators (owned by the backend),
 // which must outlive it. Thread safety: coordinator thread only.
@@ -41,6 +43,7 @@ class ShmExecutor final : public Executor {
     size_t small_bytes = ShmGroup::Options{}.small_bytes;
     std::chrono::milliseconds peer_timeout = ShmGroup::Options{}.peer_timeout;
     size_t arena_bytes = 0;  // per rank; 0 = no arena
+    size_t arena_chunk_bytes = ShmGroup::Options{}.arena_chunk_bytes;
   };
 
   // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of
@@ -50,6 +53,7 @@ class ShmExecutor final : public Executor {
   static Status create(const Topology& topo, MPI_Comm world, MPI_Comm local, MPI_Comm cross,
                        const Options& options, std::unique_ptr<ShmExecutor>* out);
 
+  ~ShmExecutor() override;
   const char* name() const override { return "shm"; }
   bool accepts(const Response& r) const override;
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
@@ -63,13 +67,14 @@ class ShmExecutor final : public Executor {
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
-  bool in_arena(DType dtype) const;  // every piece of pieces_ lies in arena_
+  bool zero_copy(DType dtype) const;  // pieces_ go down the zero-copy path
 
   std::unique_ptr<ShmGroup> group_;
   std::unique_ptr<ShmArena> arena_;
   HierarchicalComms comms_;
   bool single_host_ = true;
   std::vector<Piece> pieces_;  // scratch, reused per response
+  uint64_t zero_copy_calls_ = 0;
 };
 
 }  // namespace kolo::shm

@@ -83,6 +83,9 @@ class ShmGroup {
     // Bound on every wait for a peer. Generous: within kolo the coordinator calls a
     // collective only once all ranks have negotiated it, so peers arrive within ms.
     std::chrono::milliseconds peer_timeout{60000};
+    // allreduce_in_arena's pipelining chunk: one barrier per chunk; a rank copies its peers'
+    // results of a chunk while they are still in the L3 cache.
+    size_t arena_chunk_bytes = 4u << 20;
   };
 
   // Out-of-band agreement among the local ranks (shm_segment.h); create() uses it twice.
@@ -106,8 +109,8 @@ class ShmGroup {
   // Zero-copy allreduce: like allreduce(), for pieces that lie in this rank's region of
   // `arena` at the same offsets on every rank (ShmArena::allocate gives that when all ranks
   // allocate alike; checked). Each rank reduces its slice reading the peers' regions in
-  // place and then copies the other slices from their owners: no copy into the slots, and
-  // three barriers per call whatever the size. The pieces are prescaled in place first.
+  // place and then copies the other slices from their owners: no copy into the slots; one
+  // barrier per Options::arena_chunk_bytes plus two. The pieces are prescaled in place first.
   Status allreduce_in_arena(const ShmArena& arena, std::span<const Piece> pieces, DType dtype,
                             ReduceOp op, double prescale = 1.0, double postscale = 1.0);
 
@@ -133,6 +136,8 @@ class ShmGroup {
   int local_rank() const { return opts_.local_rank; }
   int local_size() const { return opts_.local_size; }
   size_t slot_bytes() const { return slot_bytes_; }
+  // Allreduces up to this many bytes take the one-step path (Options::small_bytes, clamped).
+  size_t small_bytes() const { return opts_.small_bytes; }
   // ok, or the failure that broke the group.
   const Status& health() const { return broken_; }
 

@@ -17,13 +17,28 @@
 
 namespace kolo::shm {
 
-// dst[i] = ((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... op srcs[n-1][i], for i < count.
+// The last step of an allreduce, folded into the reduction: the reduced values are
+// finished as ops::apply_postscale(op, ranks, postscale) would finish them (kAverage divides
+// by `ranks`), bitwise alike, before they are stored.
+struct PostScale {
+  bool on = false;
+  int ranks = 1;
+  double postscale = 1.0;
+};
+
+// dst[i] = post(((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... op srcs[n-1][i]), i < count.
 // When `dst2` is given the result is stored there too (the engine writes its slice to the
-// shared slot and to the user's buffer in one pass).
-// REQUIRES: n >= 1; dst may alias srcs[0] or srcs[1] but no later source; dst2 may alias
-// any source but not dst.
+// shared slot and to the user's buffer in one pass). The post-scale costs no extra pass for
+// fp32/fp64 sums and averages (the common case: gradients); other types take a second pass
+// over dst while it is still in cache.
+// REQUIRES: n >= 1; dst may alias srcs[0] or srcs[1] but no later source (any source when
+// reduce_in_place_any(dtype, op)); dst2 may alias any source but not dst.
 void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
-                    ReduceOp op, void* dst2 = nullptr);
+                    ReduceOp op, void* dst2 = nullptr, PostScale post = {});
+
+// True when reduce_sources may write over any of its sources (the wide fp32/fp64 sum loads
+// every source of an element before it stores that element).
+bool reduce_in_place_any(DType dtype, ReduceOp op);
 
 // True when the running CPU takes the AVX2 path (for the benchmark's report).
 bool reduce_uses_avx2();

@@ -1,13 +1,18 @@
 // ShmGroup::allreduce_in_arena (ops/shm/shm_group.h): zero-copy allreduce of buffers that
-// live in a ShmArena.
+// live in a ShmArena, pipelined in chunks of Options::arena_chunk_bytes.
 //
-//   step 1: every rank's pieces are ready (prescaled in place);
-//   rank r reduces slice r of the logical buffer — rank 0's values first — reading every
-//   rank's region in place, a cache-sized block at a time, and writes it over its own slice;
-//   step 2: every slice is reduced; rank r copies slice j from rank j's region, for j != r;
-//   step 3: every rank has finished reading: the caller may write its buffer again.
-// Per rank this reads the buffer 1.5 times and writes it once (np=2); the slot path also
-// copies it into the slots first.
+//   step 0: every rank's pieces are ready (prescaled in place); ranks compare their calls;
+//   step k (one per chunk): rank r reduces slice r of chunk k — rank 0's values first —
+//   reading every rank's region in place, post-scales it in the same pass and writes it
+//   over its own slice; then it arrives at step k and copies the slices of chunk k-1 from
+//   their owners (one step behind, so a rank rarely waits, and the owner's result is still
+//   in the L3 cache);
+//   last step: every rank has finished reading: the caller may write its buffer again.
+// Per rank the buffer is read once and written once from memory, like one memcpy; nothing
+// passes through the engine's slots. Why writing over a slice is safe: rank j reads slice j
+// of rank r's chunk k before it arrives at step k, and rank r overwrites that slice only
+// after seeing that arrival; rank r writes its own slice only before it arrives at step k.
+#include <algorithm>
 #include <cstring>
 
 #include "ops/cpu_reduce.h"
@@ -58,40 +63,68 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
     return Status::ok();
   }
   const detail::Pieces all(pieces, esize);
-  const detail::Slicing slices(all.total(), n, esize);
+  const size_t total = all.total();
+  const size_t chunk = std::max<size_t>(opts_.arena_chunk_bytes / esize, static_cast<size_t>(n) * 64);
   const char* mine = arena.region(r);
   const auto peer_copy = [&](int j, const char* p) { return arena.region(j) + (p - mine); };
-  const CallDesc d = detail::describe_arena_reduce(dtype, op, layout_hash(arena, pieces));
+  // Ranks must also cut the same chunks: the chunk size joins the layout hash.
+  const CallDesc d = detail::describe_arena_reduce(dtype, op, layout_hash(arena, pieces) * 31 + chunk);
+  const PostScale post{true, n, postscale};
+  const bool direct = reduce_in_place_any(dtype, op);
+  if (!direct) block_.resize(kBlockBytes);
 
-  const uint64_t e1 = sync_.next_step();
-  KOLO_RETURN_IF_ERROR(record(sync_.arrive(e1, d)));
-  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e1, true)));
-  block_.resize(kBlockBytes);
-  const size_t block = kBlockBytes / esize;
-  all.for_range(slices.lo(r), slices.len(r), [&](char* user, size_t, size_t cnt) {
-    for (size_t b = 0; b < cnt; b += block) {
-      const size_t m = std::min(block, cnt - b);
-      char* at = user + b * esize;
-      for (int j = 0; j < n; ++j) srcs_[j] = peer_copy(j, at);
-      reduce_sources(block_.data(), srcs_.data(), n, m, dtype, op);
-      ops::apply_postscale(block_.data(), m, dtype, op, n, postscale);
-      std::memcpy(at, block_.data(), m * esize);
-    }
-  });
-
-  const uint64_t e2 = sync_.next_step();
-  KOLO_RETURN_IF_ERROR(record(sync_.arrive(e2)));
-  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e2)));
-  for (int j = 0; j < n; ++j) {
-    if (j == r) continue;
-    all.for_range(slices.lo(j), slices.len(j), [&](char* user, size_t, size_t cnt) {
-      std::memcpy(user, peer_copy(j, user), cnt * esize);
+  // Reduces slice r of the chunk at `off` (m elements) over this rank's own copy.
+  const auto reduce_mine = [&](size_t off, size_t m) {
+    const detail::Slicing slices(m, n, esize);
+    all.for_range(off + slices.lo(r), slices.len(r), [&](char* user, size_t, size_t cnt) {
+      if (direct) {
+        for (int j = 0; j < n; ++j) srcs_[j] = peer_copy(j, user);
+        reduce_sources(user, srcs_.data(), n, cnt, dtype, op, nullptr, post);
+        return;
+      }
+      const size_t block = kBlockBytes / esize;
+      for (size_t b = 0; b < cnt; b += block) {
+        const size_t k = std::min(block, cnt - b);
+        char* at = user + b * esize;
+        for (int j = 0; j < n; ++j) srcs_[j] = peer_copy(j, at);
+        reduce_sources(block_.data(), srcs_.data(), n, k, dtype, op, nullptr, post);
+        std::memcpy(at, block_.data(), k * esize);
+      }
     });
-  }
+  };
+  // Copies the other ranks' reduced slices of the chunk at `off`, reduced at step e.
+  const auto gather = [&](uint64_t e, size_t off, size_t m) -> Status {
+    const detail::Slicing slices(m, n, esize);
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      KOLO_RETURN_IF_ERROR(record(sync_.wait_for(j, e)));
+      all.for_range(off + slices.lo(j), slices.len(j), [&](char* user, size_t, size_t cnt) {
+        std::memcpy(user, peer_copy(j, user), cnt * esize);
+      });
+    }
+    return Status::ok();
+  };
 
-  const uint64_t e3 = sync_.next_step();
-  KOLO_RETURN_IF_ERROR(record(sync_.arrive(e3)));
-  return record(sync_.wait_all(e3));
+  const uint64_t e0 = sync_.next_step();
+  KOLO_RETURN_IF_ERROR(record(sync_.arrive(e0, d)));
+  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e0, true)));
+  uint64_t prev = 0;
+  size_t prev_off = 0, prev_m = 0;
+  for (size_t off = 0; off < total; off += chunk) {
+    const size_t m = std::min(chunk, total - off);
+    reduce_mine(off, m);
+    const uint64_t e = sync_.next_step();
+    KOLO_RETURN_IF_ERROR(record(sync_.arrive(e)));
+    if (prev != 0) KOLO_RETURN_IF_ERROR(gather(prev, prev_off, prev_m));
+    prev = e;
+    prev_off = off;
+    prev_m = m;
+  }
+  if (prev != 0) KOLO_RETURN_IF_ERROR(gather(prev, prev_off, prev_m));
+
+  const uint64_t last = sync_.next_step();
+  KOLO_RETURN_IF_ERROR(record(sync_.arrive(last)));
+  return record(sync_.wait_all(last));
 }
 
 }  // namespace kolo::shm

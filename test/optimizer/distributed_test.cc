@@ -47,6 +47,9 @@ std::unique_ptr<nn::Model> train_distributed(const std::string& kind, int k, boo
   auto m = nn::make_model("lenet", {1, 28, 28}, 10, 5);
   nn::ShardedSampler s(512, kolo::rank(), kolo::size(), kBatch, 3);
   DistributedOptimizer opt(make_opt(kind, m->params()), {k, fp16, 1.0});
+  // With KOLO_SHM_ARENA_BYTES (trainer.np2.dist_sync.shared-grads) the gradients move into
+  // kolo's shared memory and every allreduce takes the zero-copy path.
+  if (shared_memory_capacity() > 0 && !fp16) CHECK(opt.gradients_shared());
   broadcast_model(*m, 0);
   for (int b = 0; b < kSteps * k; ++b) {
     pass(*m, s.batch(b), opt.hook());

@@ -27,6 +27,7 @@ ShmGroup::Options small_options(const std::string& name, int rank, int n) {
   o.local_size = n;
   o.segment_bytes = 2 * static_cast<size_t>(n) * 8192;  // 8 KiB slots
   o.small_bytes = 1024;
+  o.arena_chunk_bytes = 8192;  // zero copy: many pipelined chunks too
   o.peer_timeout = milliseconds(20000);
   return o;
 }
@@ -394,8 +395,10 @@ TEST_CASE("shm allreduce_in_arena (zero copy) equals the reference bitwise, piec
   }
 }
 
-TEST_CASE("shm allreduce_in_arena with different layouts on two ranks is a mismatch",
-          "[shm][arena][failure]") {
+// Two forked ranks, each with a group (small_options) and a 64 KiB arena; fn(rank, group,
+// arena) gives the rank's verdict.
+template <class F>
+void two_ranks_with_arena(F&& fn) {
   const std::string name = unique_segment_name();
   const std::string arena_name = unique_segment_name();
   const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) {
@@ -403,22 +406,45 @@ TEST_CASE("shm allreduce_in_arena with different layouts on two ranks is a misma
       std::unique_ptr<ShmArena> arena;
       Status s = ShmArena::create({arena_name, rank, 2, 1u << 16}, agree, &arena);
       if (!s.is_ok()) return "arena: " + s.to_string();
-      if (rank == 1) arena->allocate(64);  // rank 1's tensor sits one cache line later
-      auto* p = static_cast<float*>(arena->allocate(100 * sizeof(float)));
-      std::vector<float> outside(100);
-      if (g.allreduce_in_arena(*arena, std::vector<Piece>{{outside.data(), 100}}, DType::kFloat32, ReduceOp::kSum)
-              .code() != Status::Code::kInvalidArgument) {
-        return std::string("a buffer outside the arena was accepted");
-      }
-      s = g.allreduce_in_arena(*arena, std::vector<Piece>{{p, 100}}, DType::kFloat32, ReduceOp::kSum);
-      if (s.is_ok()) return std::string("mismatched layouts were reduced");
-      if (s.message().find("layout hash") == std::string::npos && s.code() != Status::Code::kAborted) {
-        return "unclear error: " + s.to_string();
-      }
-      return std::string();
+      return fn(rank, g, *arena);
     });
   }, kDeadline);
   require_all_passed(out);
+}
+
+TEST_CASE("shm allreduce_in_arena with different layouts on two ranks is a mismatch",
+          "[shm][arena][failure]") {
+  two_ranks_with_arena([](int rank, ShmGroup& g, ShmArena& arena) -> std::string {
+    if (rank == 1) arena.allocate(64);  // rank 1's tensor sits one cache line later
+    auto* p = static_cast<float*>(arena.allocate(100 * sizeof(float)));
+    std::vector<float> outside(100);
+    if (g.allreduce_in_arena(arena, std::vector<Piece>{{outside.data(), 100}}, DType::kFloat32, ReduceOp::kSum)
+            .code() != Status::Code::kInvalidArgument) {
+      return std::string("a buffer outside the arena was accepted");
+    }
+    const Status s = g.allreduce_in_arena(arena, std::vector<Piece>{{p, 100}}, DType::kFloat32, ReduceOp::kSum);
+    if (s.is_ok()) return std::string("mismatched layouts were reduced");
+    if (s.message().find("layout hash") == std::string::npos && s.code() != Status::Code::kAborted) {
+      return "unclear error: " + s.to_string();
+    }
+    return std::string();
+  });
+}
+
+TEST_CASE("shm allreduce_in_arena on one rank and the slot path on another is a mismatch",
+          "[shm][arena][failure]") {
+  two_ranks_with_arena([](int rank, ShmGroup& g, ShmArena& arena) -> std::string {
+    auto* p = static_cast<float*>(arena.allocate(100 * sizeof(float)));
+    std::vector<float> priv(100, 1.0f);
+    const Status s = rank == 0
+        ? g.allreduce_in_arena(arena, std::vector<Piece>{{p, 100}}, DType::kFloat32, ReduceOp::kSum)
+        : g.allreduce(priv.data(), priv.size(), DType::kFloat32, ReduceOp::kSum);
+    if (s.is_ok()) return std::string("a zero-copy and a slot allreduce were paired");
+    if (s.code() != Status::Code::kMismatch && s.code() != Status::Code::kAborted) {
+      return "unclear error: " + s.to_string();
+    }
+    return std::string();
+  });
 }
 
 }  // namespace kolo::shm::testing

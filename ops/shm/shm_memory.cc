@@ -1,0 +1,61 @@
+// kolo/memory.h over the ShmExecutor's arena: allocate_shared and its queries.
+//
+// The executor publishes its arena here when it is created and withdraws it before the
+// arena is destroyed (at shutdown); a mutex orders both against allocations from any thread.
+#include <mutex>
+#include <string>
+
+#include "kolo/memory.h"
+#include "kolo/runtime.h"
+#include "kolo/status.h"
+#include "ops/shm/shm_arena.h"
+
+namespace kolo {
+namespace {
+
+std::mutex& arena_mutex() {
+  static std::mutex m;
+  return m;
+}
+shm::ShmArena* g_arena = nullptr;  // guarded by arena_mutex()
+
+}  // namespace
+
+namespace shm {
+void publish_arena(ShmArena* arena) {
+  std::lock_guard<std::mutex> lock(arena_mutex());
+  g_arena = arena;
+}
+}  // namespace shm
+
+void* allocate_shared(size_t bytes) {
+  std::lock_guard<std::mutex> lock(arena_mutex());
+  if (g_arena == nullptr) {
+    throw Error(Status::invalid_argument(
+        is_initialized()
+            ? "kolo::allocate_shared: no shared memory in this job: set KOLO_SHM_ARENA_BYTES (per rank, "
+              "e.g. 256M) before init(), and keep the shared-memory executor (KOLO_CPU_OPERATIONS auto or shm)"
+            : "kolo::allocate_shared: kolo is not initialised (call kolo::init() first; memory from "
+              "allocate_shared is valid until kolo::shutdown())"));
+  }
+  void* p = g_arena->allocate(bytes);
+  if (p == nullptr) {
+    throw Error(Status::invalid_argument(
+        "kolo::allocate_shared(" + std::to_string(bytes) + " bytes): only " +
+        std::to_string(g_arena->available()) + " of the " + std::to_string(g_arena->bytes_per_rank()) +
+        " bytes per rank are left (raise KOLO_SHM_ARENA_BYTES)"));
+  }
+  return p;
+}
+
+size_t shared_memory_available() {
+  std::lock_guard<std::mutex> lock(arena_mutex());
+  return g_arena == nullptr ? 0 : g_arena->available();
+}
+
+size_t shared_memory_capacity() {
+  std::lock_guard<std::mutex> lock(arena_mutex());
+  return g_arena == nullptr ? 0 : g_arena->bytes_per_rank();
+}
+
+}  // namespace kolo
