@@ -76,12 +76,12 @@ void Coordinator::apply_params(const ResponseList& list) {
   for (Executor* e : backend_.executors()) e->set_cpu_chunk_bytes(static_cast<size_t>(list.cpu_chunk_bytes));
 }
 
-Status Coordinator::add_request(const Request& q) {
+Status Coordinator::add_request(const Request& q, int rank, Clock::time_point now) {
   bool first = false;
-  KOLO_RETURN_IF_ERROR(table_.add(q, Clock::now(), &first));
+  KOLO_RETURN_IF_ERROR(table_.add(q, rank, now, &first));
   if (timeline_) {
     if (first) timeline_->begin(q.name, "NEGOTIATE");
-    timeline_->mark(q.name, "rank " + std::to_string(q.rank) + " ready");
+    timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
   }
   return Status::ok();
 }
@@ -171,10 +171,11 @@ void Coordinator::loop() {
 }
 
 Status Coordinator::root_cycle(bool* activity) {
-  for (Request& q : queue_.take_requests()) {
-    KOLO_RETURN_IF_ERROR(add_request(q));
-    *activity = true;
-  }
+  // One clock reading per batch: the stall inspector needs no finer resolution.
+  auto now = Clock::now();
+  const size_t mine = queue_.take_requests(&requests_);
+  for (size_t i = 0; i < mine; ++i) KOLO_RETURN_IF_ERROR(add_request(requests_[i], requests_[i].rank, now));
+  if (mine > 0) *activity = true;
   bool shutdown = shutdown_requested_.load();
   std::string reason;
   if (shutdown) {
@@ -190,15 +191,14 @@ Status Coordinator::root_cycle(bool* activity) {
     *activity = true;
     RequestList list;
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
-    for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(add_request(q));
+    now = Clock::now();
+    for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
     for (uint32_t id : list.cached) {
       const Request* known = cache_.get(id);
       if (!known)
         return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
                                 std::to_string(id) + ", which rank 0 does not have");
-      Request q = *known;
-      q.rank = source;
-      KOLO_RETURN_IF_ERROR(add_request(q));
+      KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
     }
     if (list.shutdown && !shutdown) {
       shutdown = true;
@@ -209,17 +209,21 @@ Status Coordinator::root_cycle(bool* activity) {
   }
   check_stalls(&shutdown, &reason);
 
-  std::vector<Response> ready = table_.take_ready();
-  if (timeline_) {
-    for (const Response& r : ready) {
-      timeline_->end(r.names[0]);
-      timeline_->begin(r.names[0], "QUEUE");
-    }
-    if (!ready.empty()) timeline_->cycle_mark();
+  // Negotiated tensors go straight into the fusion plan (no Response per fused tensor).
+  FusionPlanner planner(fusion_threshold_);
+  table_.take_ready(&planner);
+  std::vector<Response> ready = planner.take();
+  if (timeline_ && !ready.empty()) {
+    for (const Response& r : ready)
+      for (const std::string& n : r.names) {
+        timeline_->end(n);
+        timeline_->begin(n, "QUEUE");
+      }
+    timeline_->cycle_mark();
   }
   if (!ready.empty() || shutdown || pending_params_) {
     ResponseList list;
-    list.responses = fuse_responses(std::move(ready), fusion_threshold_);
+    list.responses = std::move(ready);
     list.shutdown = shutdown;
     list.shutdown_reason = reason;
     if (pending_params_) {
@@ -246,9 +250,11 @@ Status Coordinator::root_cycle(bool* activity) {
 
 Status Coordinator::worker_cycle(bool* activity) {
   RequestList out;
-  for (Request& q : queue_.take_requests()) {
+  const size_t mine = queue_.take_requests(&requests_);
+  for (size_t i = 0; i < mine; ++i) {
+    const Request& q = requests_[i];
     if (auto id = cache_.find(q)) out.cached.push_back(*id);
-    else out.requests.push_back(std::move(q));
+    else out.requests.push_back(q);  // a copy: requests_'s elements keep their buffers
   }
   if (shutdown_requested_ && !shutdown_sent_) {
     out.shutdown = true;
@@ -359,7 +365,7 @@ Status Coordinator::execute_list(const ResponseList& list) {
 }
 
 void Coordinator::execute_one(const Response& r) {
-  std::vector<TensorEntry> entries;
+  std::vector<TensorEntry>& entries = entries_;  // reused: its elements keep their buffers
   Status s = queue_.take_entries(r.names, &entries);
   if (!s.is_ok()) {
     KOLO_LOG(LogLevel::kError, s.message());
@@ -395,7 +401,10 @@ void Coordinator::execute_one(const Response& r) {
     for (const auto& e : entries) cache_.remember(e.request);
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);
-  for (auto& e : entries) e.handle->complete(s);
+  for (auto& e : entries) {
+    e.handle->complete(s);
+    e.handle.reset();  // the user's handle may be the last owner now
+  }
 }
 
 }  // namespace kolo

@@ -55,7 +55,7 @@ class Coordinator {
   void check_stalls(bool* shutdown, std::string* reason);
   void root_drain_acks();
   void stop(const Status& reason);
-  Status add_request(const Request& q);
+  Status add_request(const Request& q, int rank, std::chrono::steady_clock::time_point now);
   // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
   void tune_after(const ResponseList& list);
   void apply_params(const ResponseList& list);
@@ -69,6 +69,8 @@ class Coordinator {
 
   // Coordinator thread only.
   MessageTable table_;  // rank 0 only
+  std::vector<Request> requests_;     // reused buffer for this rank's new requests
+  std::vector<TensorEntry> entries_;  // reused buffer for the entries of one response
   ResponseCache cache_;  // identical on every rank (core/response_cache.h)
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
