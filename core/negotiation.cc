@@ -107,7 +107,11 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     if (slot.first_dims.empty()) slot.first_dims.assign(static_cast<size_t>(size_), 0);
     slot.first_dims[rank] = q.shape[0];
   }
-  if (++slot.count == size_) completed_.push_back(index);
+  if (++slot.count == size_) {
+    completed_.push_back(index);
+    if (slot.first.kind == OpKind::kAllreduce)
+      ready_bytes_ += static_cast<size_t>(num_elements(slot.first.shape)) * dtype_size(slot.first.dtype);
+  }
   return Status::ok();
 }
 
@@ -118,6 +122,7 @@ void MessageTable::take_ready(FusionPlanner* planner) {
     slots_.release(index);
   }
   completed_.clear();
+  ready_bytes_ = 0;
 }
 
 std::vector<Response> MessageTable::take_ready() {

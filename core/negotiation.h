@@ -49,6 +49,11 @@ class MessageTable {
   // Names some but not all ranks have submitted, waiting longer than `min_wait_seconds`.
   std::vector<Pending> stalled(double min_wait_seconds, Clock::time_point now = Clock::now()) const;
   size_t num_pending() const { return slots_.in_use_count(); }
+  // Names complete since the last take_ready, their allreduce bytes, and the names some
+  // but not all ranks have submitted (what rank 0's burst hold looks at).
+  size_t num_ready() const { return completed_.size(); }
+  size_t ready_bytes() const { return ready_bytes_; }
+  size_t num_incomplete() const { return slots_.in_use_count() - completed_.size(); }
 
  private:
   // Per name. The common case — every rank agrees — keeps one Request, not one per rank:
@@ -72,6 +77,7 @@ class MessageTable {
   int size_;
   SlotTable<Slot> slots_;
   std::vector<uint32_t> completed_;  // slots complete since the last take_ready
+  size_t ready_bytes_ = 0;           // allreduce bytes of completed_
   Response scratch_;                 // reused by take_ready
 };
 

@@ -103,6 +103,7 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
   for (size_t k = 0; k < taking_.size(); ++k) {
     TensorEntry& from = entries_.value(taking_[k]);
     TensorEntry& to = (*out)[k];
+    // Copy-assigned (cheaper than swapping here): both sides keep their buffers' capacity.
     to.view = from.view;
     to.request = from.request;
     to.handle = std::move(from.handle);

@@ -47,8 +47,8 @@ class TensorQueue {
   // Swaps the requests queued since the last call into *out and returns how many there are:
   // (*out)[0..n) are the requests; elements past n are spare buffers the queue reuses.
   size_t take_requests(std::vector<Request>* out);
-  // Removes the entries for `names` and copies them into *out (resized to names.size(),
-  // element buffers reused). A name that is not pending is an error and removes nothing.
+  // Removes the entries for `names` and copies them into *out (resized to names.size();
+  // out's element buffers are reused, not freed). A name that is not pending is an error and removes nothing.
   Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out);
   // Blocks until a request is queued, the queue is closed, or `timeout` passes.
   void wait_for_work(std::chrono::microseconds timeout);
