@@ -242,6 +242,7 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
 
 std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds, Clock::time_point now) const {
   std::vector<Pending> out;
+  if (num_incomplete() == 0) return out;  // the common case: no scan of the reused slots
   slots_.for_each_in_use([&](uint32_t index) {
     const Slot& slot = slots_.value(index);
     double waited = std::chrono::duration<double>(now - slot.first_seen).count();
