@@ -88,10 +88,17 @@ int run(const WorkloadOptions& o) {
     const double exec = after.execution_seconds - before.execution_seconds;
     const double wait = after.rendezvous_seconds - before.rendezvous_seconds;
     std::printf("  kolo per step (rank 0): %.1f collectives after fusion for %zu tensors; coordinator's own work "
-                "%.3f ms (%.1f us per active cycle), waiting for peers %.3f ms, executors %.3f ms; wrong elements: "
-                "%zu\n",
+                "%.3f ms (%.1f us per active cycle, %.2f us per tensor), waiting for peers %.3f ms, executors "
+                "%.3f ms; wrong elements: %zu\n",
                 static_cast<double>(after.collectives - before.collectives) / steps, set.size(), coord * 1e3 / steps,
-                cycles > 0 ? coord * 1e6 / cycles : 0.0, wait * 1e3 / steps, exec * 1e3 / steps, wrong);
+                cycles > 0 ? coord * 1e6 / cycles : 0.0, coord * 1e6 / steps / static_cast<double>(set.size()),
+                wait * 1e3 / steps, exec * 1e3 / steps, wrong);
+    // Issue #7: what the response cache saves shows in the coordinator's work above; run once
+    // with KOLO_CACHE_CAPACITY=0 to compare. This line says which case this run was.
+    const double by_id = static_cast<double>(after.peer_requests_cached - before.peer_requests_cached);
+    const double full = static_cast<double>(after.peer_requests_full - before.peer_requests_full);
+    std::printf("  response cache: capacity %llu; peers' requests per step: %.1f by cache id, %.1f in full\n",
+                static_cast<unsigned long long>(after.cache_capacity), by_id / steps, full / steps);
   }
   return wrong ? 2 : 0;
 }

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstring>
 
+#include "core/burst_hold.h"
 #include "core/fusion.h"
 #include "core/logging.h"
 
@@ -76,12 +77,12 @@ void Coordinator::apply_params(const ResponseList& list) {
   for (Executor* e : backend_.executors()) e->set_cpu_chunk_bytes(static_cast<size_t>(list.cpu_chunk_bytes));
 }
 
-Status Coordinator::add_request(const Request& q) {
+Status Coordinator::add_request(const Request& q, int rank, Clock::time_point now) {
   bool first = false;
-  KOLO_RETURN_IF_ERROR(table_.add(q, Clock::now(), &first));
+  KOLO_RETURN_IF_ERROR(table_.add(q, rank, now, &first));
   if (timeline_) {
     if (first) timeline_->begin(q.name, "NEGOTIATE");
-    timeline_->mark(q.name, "rank " + std::to_string(q.rank) + " ready");
+    timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
   }
   return Status::ok();
 }
@@ -171,9 +172,13 @@ void Coordinator::loop() {
 }
 
 Status Coordinator::root_cycle(bool* activity) {
-  for (Request& q : queue_.take_requests()) {
-    KOLO_RETURN_IF_ERROR(add_request(q));
+  // One clock reading per batch: the stall inspector needs no finer resolution.
+  auto now = Clock::now();
+  const size_t mine = queue_.take_requests(&requests_);
+  for (size_t i = 0; i < mine; ++i) KOLO_RETURN_IF_ERROR(add_request(requests_[i], requests_[i].rank, now));
+  if (mine > 0) {
     *activity = true;
+    last_arrival_ = now;
   }
   bool shutdown = shutdown_requested_.load();
   std::string reason;
@@ -190,15 +195,17 @@ Status Coordinator::root_cycle(bool* activity) {
     *activity = true;
     RequestList list;
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
-    for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(add_request(q));
+    now = Clock::now();
+    last_arrival_ = now;
+    peer_requests_full_.fetch_add(list.requests.size(), std::memory_order_relaxed);
+    peer_requests_cached_.fetch_add(list.cached.size(), std::memory_order_relaxed);
+    for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
     for (uint32_t id : list.cached) {
       const Request* known = cache_.get(id);
       if (!known)
         return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
                                 std::to_string(id) + ", which rank 0 does not have");
-      Request q = *known;
-      q.rank = source;
-      KOLO_RETURN_IF_ERROR(add_request(q));
+      KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
     }
     if (list.shutdown && !shutdown) {
       shutdown = true;
@@ -209,17 +216,24 @@ Status Coordinator::root_cycle(bool* activity) {
   }
   check_stalls(&shutdown, &reason);
 
-  std::vector<Response> ready = table_.take_ready();
-  if (timeline_) {
-    for (const Response& r : ready) {
-      timeline_->end(r.names[0]);
-      timeline_->begin(r.names[0], "QUEUE");
-    }
-    if (!ready.empty()) timeline_->cycle_mark();
+  std::vector<Response> ready;
+  if (!hold_burst(shutdown)) {
+    // Negotiated tensors go straight into the fusion plan (no Response per fused tensor).
+    FusionPlanner planner(fusion_threshold_);
+    table_.take_ready(&planner);
+    ready = planner.take();
+  }
+  if (timeline_ && !ready.empty()) {
+    for (const Response& r : ready)
+      for (const std::string& n : r.names) {
+        timeline_->end(n);
+        timeline_->begin(n, "QUEUE");
+      }
+    timeline_->cycle_mark();
   }
   if (!ready.empty() || shutdown || pending_params_) {
     ResponseList list;
-    list.responses = fuse_responses(std::move(ready), fusion_threshold_);
+    list.responses = std::move(ready);
     list.shutdown = shutdown;
     list.shutdown_reason = reason;
     if (pending_params_) {
@@ -246,9 +260,11 @@ Status Coordinator::root_cycle(bool* activity) {
 
 Status Coordinator::worker_cycle(bool* activity) {
   RequestList out;
-  for (Request& q : queue_.take_requests()) {
+  const size_t mine = queue_.take_requests(&requests_);
+  for (size_t i = 0; i < mine; ++i) {
+    const Request& q = requests_[i];
     if (auto id = cache_.find(q)) out.cached.push_back(*id);
-    else out.requests.push_back(std::move(q));
+    else out.requests.push_back(q);  // a copy: requests_'s elements keep their buffers
   }
   if (shutdown_requested_ && !shutdown_sent_) {
     out.shutdown = true;
@@ -286,6 +302,25 @@ Status Coordinator::worker_cycle(bool* activity) {
   }
   size_t in_flight = 0;
   return backend_.channel().progress(&in_flight);
+}
+
+bool Coordinator::hold_burst(bool shutdown) {
+  if (table_.num_ready() == 0 || shutdown || pending_params_) {
+    holding_ = false;
+    return false;
+  }
+  const auto now = Clock::now();
+  if (!holding_) hold_start_ = now;
+  BurstState s;
+  s.ready = table_.num_ready();
+  s.ready_bytes = table_.ready_bytes();
+  s.incomplete = table_.num_incomplete();
+  s.since_last_arrival = now - last_arrival_;
+  s.held_for = now - hold_start_;
+  BurstHoldOptions o;
+  o.fusion_threshold_bytes = fusion_threshold_;
+  holding_ = hold_ready(s, o);
+  return holding_;
 }
 
 void Coordinator::root_drain_acks() {
@@ -346,21 +381,32 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
 }
 
 Status Coordinator::execute_list(const ResponseList& list) {
-  const bool collectives = std::any_of(list.responses.begin(), list.responses.end(),
-                                       [](const Response& r) { return r.type != Response::Type::kError; });
+  const auto& rs = list.responses;
+  const bool collectives =
+      std::any_of(rs.begin(), rs.end(), [](const Response& r) { return r.type != Response::Type::kError; });
+  // The first response's entries are taken before meeting the peers, so that the rendezvous
+  // lines the ranks up right before the data moves, not before this rank's bookkeeping
+  // (a 1,000-tensor response is 1,000 look-ups).
+  Status first_taken = rs.empty() ? Status::ok() : queue_.take_entries(rs[0].names, &entries_);
   if (collectives) {
     const auto t0 = Clock::now();
-    KOLO_RETURN_IF_ERROR(backend_.rendezvous());
+    if (Status met = backend_.rendezvous(); !met.is_ok()) {
+      // The runtime stops with this error; the entries already taken fail with it too.
+      if (first_taken.is_ok())
+        for (auto& e : entries_) e.handle->complete(met), e.handle.reset();
+      return met;
+    }
     rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                              std::memory_order_relaxed);
   }
-  for (const Response& r : list.responses) execute_one(r);
+  for (size_t i = 0; i < rs.size(); ++i)
+    execute_one(rs[i], i == 0 ? std::move(first_taken) : queue_.take_entries(rs[i].names, &entries_));
   return Status::ok();
 }
 
-void Coordinator::execute_one(const Response& r) {
-  std::vector<TensorEntry> entries;
-  Status s = queue_.take_entries(r.names, &entries);
+void Coordinator::execute_one(const Response& r, Status taken) {
+  std::vector<TensorEntry>& entries = entries_;  // filled by take_entries; elements keep their buffers
+  Status s = std::move(taken);
   if (!s.is_ok()) {
     KOLO_LOG(LogLevel::kError, s.message());
     return;
@@ -395,7 +441,10 @@ void Coordinator::execute_one(const Response& r) {
     for (const auto& e : entries) cache_.remember(e.request);
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);
-  for (auto& e : entries) e.handle->complete(s);
+  for (auto& e : entries) {
+    e.handle->complete(s);
+    e.handle.reset();  // the user's handle may be the last owner now
+  }
 }
 
 }  // namespace kolo
@@ -410,6 +459,9 @@ RuntimeStats Coordinator::stats() const {
   st.execution_seconds = static_cast<double>(execution_ns_.load()) * 1e-9;
   st.coordination_seconds = static_cast<double>(coordination_ns_.load()) * 1e-9;
   st.rendezvous_seconds = static_cast<double>(rendezvous_ns_.load()) * 1e-9;
+  st.cache_capacity = config_.cache_capacity;
+  st.peer_requests_cached = peer_requests_cached_.load();
+  st.peer_requests_full = peer_requests_full_.load();
   return st;
 }
 

@@ -51,11 +51,15 @@ class Coordinator {
   Status root_cycle(bool* activity);
   Status worker_cycle(bool* activity);
   Status execute_list(const ResponseList& list);
-  void execute_one(const Response& response);
+  // Runs `response` on entries_, which take_entries just filled with status `taken`.
+  void execute_one(const Response& response, Status taken);
   void check_stalls(bool* shutdown, std::string* reason);
   void root_drain_acks();
+  // Rank 0: whether to hold this pass's ready tensors because a burst is still arriving
+  // (core/burst_hold.h). Never holds a shutdown or autotune list.
+  bool hold_burst(bool shutdown);
   void stop(const Status& reason);
-  Status add_request(const Request& q);
+  Status add_request(const Request& q, int rank, std::chrono::steady_clock::time_point now);
   // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
   void tune_after(const ResponseList& list);
   void apply_params(const ResponseList& list);
@@ -69,10 +73,15 @@ class Coordinator {
 
   // Coordinator thread only.
   MessageTable table_;  // rank 0 only
+  std::vector<Request> requests_;     // reused buffer for this rank's new requests
+  std::vector<TensorEntry> entries_;  // reused buffer for the entries of one response
   ResponseCache cache_;  // identical on every rank (core/response_cache.h)
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
   bool shutdown_sent_ = false;
+  std::chrono::steady_clock::time_point last_arrival_;  // rank 0: last request added
+  std::chrono::steady_clock::time_point hold_start_;    // rank 0: when the current hold began
+  bool holding_ = false;
   size_t fusion_threshold_;                       // rank 0 decides fusion; autotune may change it
   std::atomic<int64_t> max_sleep_us_;             // longest idle sleep (KOLO_CYCLE_TIME)
   std::unique_ptr<Autotuner> tuner_;              // rank 0 with KOLO_AUTOTUNE=1
@@ -82,6 +91,7 @@ class Coordinator {
 
   // Written by the coordinator thread, read by stats() from any thread.
   std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};
+  std::atomic<uint64_t> peer_requests_cached_{0}, peer_requests_full_{0};
   std::atomic<int64_t> coordination_ns_{0}, execution_ns_{0}, rendezvous_ns_{0};
 
   std::atomic<bool> shutdown_requested_{false};

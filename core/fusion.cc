@@ -10,6 +10,11 @@ bool fusable(const Response& a, const Response& b) {
          a.prescale == b.prescale && a.postscale == b.postscale;
 }
 
+bool runs_alone(const Response& r, size_t bytes, size_t threshold) {
+  return r.type != Response::Type::kAllreduce || bytes >= threshold || bytes == 0 || r.names.size() != 1 ||
+         r.sizes.size() != 1;
+}
+
 }  // namespace
 
 size_t response_bytes(const Response& r) {
@@ -18,42 +23,62 @@ size_t response_bytes(const Response& r) {
   return n * dtype_size(r.dtype);
 }
 
-std::vector<Response> fuse_responses(std::vector<Response> ready, size_t threshold) {
-  std::vector<Response> out;
-  out.reserve(ready.size());
-  // Index into `out` of the open (not yet full) buffer for each fusable kind; few kinds
-  // occur at once, so a linear scan over open buffers is cheapest.
-  std::vector<size_t> open;
-  std::vector<size_t> open_bytes;
-  for (Response& r : ready) {
-    const size_t bytes = response_bytes(r);
-    if (r.type != Response::Type::kAllreduce || bytes >= threshold || bytes == 0) {
-      out.push_back(std::move(r));
-      continue;
-    }
-    bool placed = false;
-    for (size_t i = 0; i < open.size() && !placed; ++i) {
-      Response& bucket = out[open[i]];
-      if (!fusable(bucket, r) || open_bytes[i] + bytes > threshold) continue;
-      bucket.names.push_back(std::move(r.names[0]));
-      bucket.sizes.push_back(r.sizes[0]);
-      open_bytes[i] += bytes;
-      placed = true;
-    }
-    if (placed) continue;
-    // Start a new buffer; it replaces a full one of the same kind, if any.
-    for (size_t i = 0; i < open.size(); ++i) {
-      if (fusable(out[open[i]], r)) {
-        open.erase(open.begin() + static_cast<ptrdiff_t>(i));
-        open_bytes.erase(open_bytes.begin() + static_cast<ptrdiff_t>(i));
-        break;
-      }
-    }
-    open.push_back(out.size());
-    open_bytes.push_back(bytes);
-    out.push_back(std::move(r));
+ptrdiff_t FusionPlanner::open_buffer_for(const Response& r, size_t bytes) {
+  for (size_t i = 0; i < open_.size(); ++i) {
+    if (!fusable(out_[open_[i]], r)) continue;
+    if (open_bytes_[i] + bytes <= threshold_) return static_cast<ptrdiff_t>(i);
+    // Full: a new buffer of this kind replaces it.
+    open_.erase(open_.begin() + static_cast<ptrdiff_t>(i));
+    open_bytes_.erase(open_bytes_.begin() + static_cast<ptrdiff_t>(i));
+    return -1;
   }
+  return -1;
+}
+
+bool FusionPlanner::merge(const Response& r, size_t bytes) {
+  const ptrdiff_t i = open_buffer_for(r, bytes);
+  if (i < 0) return false;
+  Response& bucket = out_[open_[static_cast<size_t>(i)]];
+  bucket.names.push_back(r.names[0]);
+  bucket.sizes.push_back(r.sizes[0]);
+  open_bytes_[static_cast<size_t>(i)] += bytes;
+  return true;
+}
+
+void FusionPlanner::add(const Response& r) {
+  const size_t bytes = response_bytes(r);
+  if (runs_alone(r, bytes, threshold_)) {
+    out_.push_back(r);
+    return;
+  }
+  if (merge(r, bytes)) return;
+  open_.push_back(out_.size());
+  open_bytes_.push_back(bytes);
+  out_.push_back(r);
+}
+
+void FusionPlanner::add(Response&& r) {
+  const size_t bytes = response_bytes(r);
+  if (!runs_alone(r, bytes, threshold_)) {
+    if (merge(r, bytes)) return;
+    open_.push_back(out_.size());
+    open_bytes_.push_back(bytes);
+  }
+  out_.push_back(std::move(r));
+}
+
+std::vector<Response> FusionPlanner::take() {
+  open_.clear();
+  open_bytes_.clear();
+  std::vector<Response> out;
+  out.swap(out_);
   return out;
+}
+
+std::vector<Response> fuse_responses(std::vector<Response> ready, size_t threshold) {
+  FusionPlanner planner(threshold);
+  for (Response& r : ready) planner.add(std::move(r));
+  return planner.take();
 }
 
 }  // namespace kolo

@@ -50,7 +50,7 @@ std::string describe_disagreement(const char* attribute, const std::vector<std::
   return s;
 }
 
-MessageTable::MessageTable(int world_size) : size_(world_size) { slots_.reserve(1024); }
+MessageTable::MessageTable(int world_size) : size_(world_size) {}
 
 namespace {
 
@@ -72,81 +72,100 @@ bool agrees(const Request& a, const Request& b) {
 
 }  // namespace
 
-Status MessageTable::add(const Request& q, Clock::time_point now, bool* first) {
-  if (q.rank < 0 || q.rank >= size_)
-    return Status::internal("request for \"" + q.name + "\" from unknown rank " + std::to_string(q.rank));
-  auto [it, inserted] = slots_.try_emplace(q.name);
+Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool* first) {
+  if (rank < 0 || rank >= size_)
+    return Status::internal("request for \"" + q.name + "\" from unknown rank " + std::to_string(rank));
+  bool inserted = false;
+  const uint32_t index = slots_.acquire(q.name, &inserted);
   if (first) *first = inserted;
-  Slot& slot = it->second;
+  Slot& slot = slots_.value(index);
   if (inserted) {
+    // A reused slot: reset what the last collective of this name left (capacity stays).
     slot.have.assign(static_cast<size_t>(size_), false);
+    slot.odd.clear();
+    slot.first_dims.clear();
+    slot.count = 0;
+    slot.poison.clear();
     slot.first_seen = now;
   }
-  if (q.duplicate || slot.have[q.rank]) {
+  if (q.duplicate || slot.have[rank]) {
     // The first submission stays counted; the collective as a whole is now an error.
     if (slot.poison.empty())
-      slot.poison = quoted(q) + ": submitted twice on rank " + std::to_string(q.rank) +
+      slot.poison = quoted(q) + ": submitted twice on rank " + std::to_string(rank) +
                     " while the first was still in flight (names must be unique among pending collectives)";
     return Status::ok();
   }
-  slot.have[q.rank] = true;
+  slot.have[rank] = true;
   if (slot.count == 0) {
     slot.first = q;
+    slot.first.rank = rank;
   } else if (!agrees(slot.first, q)) {
-    slot.odd.emplace_back(q.rank, q);
+    slot.odd.emplace_back(rank, q);
+    slot.odd.back().second.rank = rank;
   }
   if (q.kind == OpKind::kAllgather && !q.shape.empty()) {
     if (slot.first_dims.empty()) slot.first_dims.assign(static_cast<size_t>(size_), 0);
-    slot.first_dims[q.rank] = q.shape[0];
+    slot.first_dims[rank] = q.shape[0];
   }
-  if (++slot.count == size_) completed_.push_back(q.name);
+  if (++slot.count == size_) {
+    completed_.push_back(index);
+    if (slot.first.kind == OpKind::kAllreduce)
+      ready_bytes_ += static_cast<size_t>(num_elements(slot.first.shape)) * dtype_size(slot.first.dtype);
+  }
   return Status::ok();
 }
 
-std::vector<Response> MessageTable::take_ready() {
-  std::vector<Response> out;
-  out.reserve(completed_.size());
-  for (const std::string& name : completed_) {
-    auto it = slots_.find(name);
-    out.push_back(build(name, it->second));
-    slots_.erase(it);
+void MessageTable::take_ready(FusionPlanner* planner) {
+  for (uint32_t index : completed_) {
+    build(slots_.name(index), slots_.value(index), &scratch_);
+    planner->add(scratch_);
+    slots_.release(index);
   }
   completed_.clear();
-  return out;
+  ready_bytes_ = 0;
 }
 
-Response MessageTable::build(const std::string& name, Slot& slot) const {
+std::vector<Response> MessageTable::take_ready() {
+  FusionPlanner unfused(0);  // threshold 0: every response stays on its own
+  take_ready(&unfused);
+  return unfused.take();
+}
+
+void MessageTable::build(const std::string& name, Slot& slot, Response* out) const {
   const Request& first = slot.first;
-  Response r;
-  r.names = {name};
+  Response& r = *out;
+  r.names.resize(1);
+  r.names[0] = name;
   r.dtype = first.dtype;
   r.reduce_op = first.reduce_op;
   r.device = first.device;
   r.root = first.root;
   r.prescale = first.prescale;
   r.postscale = first.postscale;
+  r.error.clear();
+  r.sizes.resize(1);
 
-  auto fail = [&](const std::string& what) {
+  if (!slot.poison.empty()) {
     r.type = Response::Type::kError;
-    r.error = what;
-    return r;
-  };
-  if (!slot.poison.empty()) return fail(slot.poison);
+    r.sizes.clear();
+    r.error = slot.poison;
+    return;
+  }
   if (slot.odd.empty()) {
     switch (first.kind) {
       case OpKind::kAllreduce:
         r.type = Response::Type::kAllreduce;
-        r.sizes = {num_elements(first.shape)};
-        return r;
+        r.sizes[0] = num_elements(first.shape);
+        return;
       case OpKind::kBroadcast:
         if (first.root < 0 || first.root >= size_) break;  // the descriptive path explains
         r.type = Response::Type::kBroadcast;
-        r.sizes = {num_elements(first.shape)};
-        return r;
+        r.sizes[0] = num_elements(first.shape);
+        return;
       case OpKind::kAllgather:
         r.type = Response::Type::kAllgather;
         r.sizes = slot.first_dims;
-        return r;
+        return;
     }
   }
   // Disagreement (or a bad root): rebuild every rank's request to describe it.
@@ -155,7 +174,8 @@ Response MessageTable::build(const std::string& name, Slot& slot) const {
   for (int rk = 0; rk < size_; ++rk)
     if (!slot.first_dims.empty() && !reqs[rk].shape.empty()) reqs[rk].shape[0] = slot.first_dims[rk];
   for (auto& [rank, q] : slot.odd) reqs[static_cast<size_t>(rank)] = q;
-  return describe(name, reqs, r);
+  r.sizes.clear();
+  r = describe(name, reqs, std::move(r));
 }
 
 Response MessageTable::describe(const std::string& name, const std::vector<Request>& reqs, Response r) const {
@@ -222,10 +242,12 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
 
 std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds, Clock::time_point now) const {
   std::vector<Pending> out;
-  for (const auto& [name, slot] : slots_) {
+  if (num_incomplete() == 0) return out;  // the common case: no scan of the reused slots
+  slots_.for_each_in_use([&](uint32_t index) {
+    const Slot& slot = slots_.value(index);
     double waited = std::chrono::duration<double>(now - slot.first_seen).count();
-    if (waited < min_wait_seconds || slot.count == size_) continue;
-    Pending p{name, slot.first.kind, {}, {}, waited};
+    if (waited < min_wait_seconds || slot.count == size_) return;
+    Pending p{slots_.name(index), slot.first.kind, {}, {}, waited};
     for (int r = 0; r < size_; ++r) {
       if (slot.have[r]) {
         p.ready_ranks.push_back(r);
@@ -234,7 +256,7 @@ std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds
       }
     }
     out.push_back(std::move(p));
-  }
+  });
   std::sort(out.begin(), out.end(), [](const Pending& a, const Pending& b) { return a.name < b.name; });
   return out;
 }

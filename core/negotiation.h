@@ -15,7 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/fusion.h"
 #include "core/message.h"
+#include "core/slot_table.h"
 
 namespace kolo {
 
@@ -26,9 +28,16 @@ class MessageTable {
 
   // Records one rank's request. Requests with a rank outside [0, size) are rejected.
   // *first (optional) tells whether this was the first request seen for the name.
-  Status add(const Request& request, Clock::time_point now = Clock::now(), bool* first = nullptr);
+  Status add(const Request& request, Clock::time_point now = Clock::now(), bool* first = nullptr) {
+    return add(request, request.rank, now, first);
+  }
+  // The same for `request` submitted by `rank` (request.rank is ignored): a response-cache
+  // hit is added from the cache's copy without copying it first.
+  Status add(const Request& request, int rank, Clock::time_point now, bool* first = nullptr);
   // Responses for the names now submitted by every rank, in the order they completed.
   std::vector<Response> take_ready();
+  // The same, handed to `planner` one by one (no Response is built per fused tensor).
+  void take_ready(FusionPlanner* planner);
 
   struct Pending {
     std::string name;
@@ -39,12 +48,18 @@ class MessageTable {
   };
   // Names some but not all ranks have submitted, waiting longer than `min_wait_seconds`.
   std::vector<Pending> stalled(double min_wait_seconds, Clock::time_point now = Clock::now()) const;
-  size_t num_pending() const { return slots_.size(); }
+  size_t num_pending() const { return slots_.in_use_count(); }
+  // Names complete since the last take_ready, their allreduce bytes, and the names some
+  // but not all ranks have submitted (what rank 0's burst hold looks at).
+  size_t num_ready() const { return completed_.size(); }
+  size_t ready_bytes() const { return ready_bytes_; }
+  size_t num_incomplete() const { return slots_.in_use_count() - completed_.size(); }
 
  private:
   // Per name. The common case — every rank agrees — keeps one Request, not one per rank:
   // only requests that differ from the first are stored (in `odd`), and allgather's first
-  // dimensions per rank.
+  // dimensions per rank. Slots are reused by the same name next step (core/slot_table.h),
+  // so their vectors and strings keep their capacity.
   struct Slot {
     Request first;
     std::vector<bool> have;  // index = rank
@@ -54,13 +69,16 @@ class MessageTable {
     std::string poison;  // non-empty: the collective fails with this message
     Clock::time_point first_seen;
   };
-  Response build(const std::string& name, Slot& slot) const;
+  // Writes the response for a complete slot into *r (reusing r's buffers).
+  void build(const std::string& name, Slot& slot, Response* r) const;
   // The error for ranks that disagree: `reqs` holds every rank's request.
   Response describe(const std::string& name, const std::vector<Request>& reqs, Response r) const;
 
   int size_;
-  std::unordered_map<std::string, Slot> slots_;
-  std::vector<std::string> completed_;  // names complete since the last take_ready
+  SlotTable<Slot> slots_;
+  std::vector<uint32_t> completed_;  // slots complete since the last take_ready
+  size_t ready_bytes_ = 0;           // allreduce bytes of completed_
+  Response scratch_;                 // reused by take_ready
 };
 
 // Describes how the ranks disagree on one attribute: "shape [2,3] on ranks 0,2 but [2,4] on

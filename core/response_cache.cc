@@ -25,7 +25,9 @@ void ResponseCache::remember(const Request& q) {
   if (!enabled() || !cacheable(q)) return;
   auto it = ids_.find(q.name);
   if (it != ids_.end()) {
-    entries_[it->second] = q;  // a changed signature replaces the old one under the same id
+    // Every step remembers the same tensors again: copy only a changed signature, which
+    // replaces the old one under the same id.
+    if (!same_signature(entries_[it->second], q)) entries_[it->second] = q;
     return;
   }
   if (entries_.size() >= capacity_) return;

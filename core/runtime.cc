@@ -87,15 +87,18 @@ Runtime& runtime() {
 }
 
 Status validate(const TensorView& t, const std::string& name, const char* what) {
-  const std::string where = std::string(what) + " \"" + name + "\": ";
+  // The message prefix is built only on failure: this runs for every submitted tensor.
+  auto where = [&] { return std::string(what) + " \"" + name + "\": "; };
   if (name.empty()) return Status::invalid_argument(std::string(what) + ": the tensor name is empty");
   for (int64_t d : t.shape)
-    if (d < 0) return Status::invalid_argument(where + "shape " + shape_string(t.shape) + " has a negative dimension");
-  if (static_cast<int>(t.dtype) >= kNumDTypes) return Status::invalid_argument(where + "unknown dtype");
-  if (t.data == nullptr && t.num_elements() > 0) return Status::invalid_argument(where + "data pointer is null");
+    if (d < 0)
+      return Status::invalid_argument(where() + "shape " + shape_string(t.shape) + " has a negative dimension");
+  if (static_cast<int>(t.dtype) >= kNumDTypes) return Status::invalid_argument(where() + "unknown dtype");
+  if (t.data == nullptr && t.num_elements() > 0) return Status::invalid_argument(where() + "data pointer is null");
   return Status::ok();
 }
 
+// `req` is the request's header (kind, reduce op, root, scales); the queue fills in the rest.
 Handle submit(const TensorView& t, const std::string& name, Request req) {
   auto state = std::make_shared<detail::HandleState>(name);
   Handle h(state);
@@ -107,11 +110,8 @@ Handle submit(const TensorView& t, const std::string& name, Request req) {
     return h;
   }
   req.rank = rt->topo.rank;
-  req.name = name;
-  req.dtype = t.dtype;
-  req.shape = t.shape;
-  req.device = t.device;
-  rt->queue.push(TensorEntry{t, std::move(req), std::move(state)});
+  // The queue copies name, dtype, shape and device into its reused slot (no allocation).
+  rt->queue.push(t, name, req, std::move(state));
   return h;
 }
 

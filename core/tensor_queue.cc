@@ -2,68 +2,112 @@
 #include "core/tensor_queue.h"
 
 namespace kolo {
+namespace {
 
-bool TensorQueue::push(TensorEntry entry) {
-  std::shared_ptr<detail::HandleState> failed;
+// Writes into *q the request for `view` under `name`: rank, kind, reduce op, root and scales
+// from `header`, the rest from the view. Assignment keeps q's shape and name capacity.
+void fill(Request* q, const Request& header, const std::string& name, const TensorView& view, bool duplicate) {
+  *q = header;
+  q->name = name;
+  q->shape = view.shape;
+  q->dtype = view.dtype;
+  q->device = view.device;
+  q->duplicate = duplicate;
+}
+
+}  // namespace
+
+void TensorQueue::queue_request(const Request& q) {
+  if (num_requests_ < requests_.size()) requests_[num_requests_] = q;
+  else requests_.push_back(q);
+  ++num_requests_;
+}
+
+bool TensorQueue::push(const TensorView& view, const std::string& name, const Request& header,
+                       std::shared_ptr<detail::HandleState> handle) {
   Status why;
+  bool notify = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) {
-      failed = entry.handle;
       why = close_reason_;
-    } else if (entries_.count(entry.request.name)) {
-      // Duplicate: this handle fails now; the flagged request fails the collective everywhere.
-      failed = entry.handle;
-      why = Status::invalid_argument(std::string(op_kind_name(entry.request.kind)) + " \"" +
-                                     entry.request.name + "\": submitted twice on rank " +
-                                     std::to_string(entry.request.rank) +
-                                     " while the first was still in flight (names must be unique among "
-                                     "pending collectives)");
-      Request flagged = entry.request;
-      flagged.duplicate = true;
-      requests_.push_back(std::move(flagged));
     } else {
-      requests_.push_back(entry.request);
-      std::string name = entry.request.name;
-      entries_.emplace(std::move(name), std::move(entry));
+      bool fresh = false;
+      const uint32_t i = entries_.acquire(name, &fresh);
+      if (!fresh) {
+        // Duplicate: this handle fails now; the flagged request fails the collective everywhere.
+        if (num_requests_ == requests_.size()) requests_.emplace_back();
+        fill(&requests_[num_requests_++], header, name, view, /*duplicate=*/true);
+        why = Status::invalid_argument(std::string(op_kind_name(header.kind)) + " \"" + name +
+                                       "\": submitted twice on rank " + std::to_string(header.rank) +
+                                       " while the first was still in flight (names must be unique among "
+                                       "pending collectives)");
+      } else {
+        TensorEntry& e = entries_.value(i);
+        e.view = view;
+        fill(&e.request, header, name, view, /*duplicate=*/false);
+        e.handle = std::move(handle);
+        queue_request(e.request);
+      }
     }
+    // A coordinator that already has a wake-up pending needs no second one.
+    notify = !wake_;
     wake_ = true;
   }
-  cv_.notify_one();
-  if (failed) {
-    failed->complete(why);
+  if (notify) cv_.notify_one();
+  if (!why.is_ok()) {
+    handle->complete(why);
     return false;
   }
   return true;
 }
 
-std::vector<Request> TensorQueue::take_requests() {
+size_t TensorQueue::take_requests(std::vector<Request>* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<Request> out;
-  out.swap(requests_);
+  const size_t n = num_requests_;
+  out->swap(requests_);
+  num_requests_ = 0;
   wake_ = false;
-  return out;
+  return n;
 }
 
 bool TensorQueue::has_requests() {
   std::lock_guard<std::mutex> lock(mu_);
-  return !requests_.empty();
+  return num_requests_ > 0;
 }
 
 Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  out->clear();
-  out->reserve(names.size());
+  taking_.clear();
   for (const std::string& n : names) {
-    auto it = entries_.find(n);
-    if (it == entries_.end()) {
-      // Put back what was taken so the caller can fail them properly.
-      for (auto& e : *out) entries_.emplace(e.request.name, std::move(e));
+    const int64_t i = entries_.find(n);
+    if (i < 0) {
       out->clear();
       return Status::internal("rank 0 scheduled \"" + n + "\", which this rank has not submitted");
     }
-    out->push_back(std::move(it->second));
-    entries_.erase(it);
+    taking_.push_back(static_cast<uint32_t>(i));
+  }
+  // Resize keeping element buffers: shrink into spare_, grow from it.
+  while (out->size() > names.size()) {
+    spare_.push_back(std::move(out->back()));
+    out->pop_back();
+  }
+  while (out->size() < names.size()) {
+    if (spare_.empty()) {
+      out->emplace_back();
+    } else {
+      out->push_back(std::move(spare_.back()));
+      spare_.pop_back();
+    }
+  }
+  for (size_t k = 0; k < taking_.size(); ++k) {
+    TensorEntry& from = entries_.value(taking_[k]);
+    TensorEntry& to = (*out)[k];
+    // Copy-assigned (cheaper than swapping here): both sides keep their buffers' capacity.
+    to.view = from.view;
+    to.request = from.request;
+    to.handle = std::move(from.handle);
+    entries_.release(taking_[k]);
   }
   return Status::ok();
 }
@@ -82,18 +126,23 @@ void TensorQueue::notify() {
 }
 
 void TensorQueue::close(const Status& reason) {
-  std::unordered_map<std::string, TensorEntry> pending;
+  std::vector<std::shared_ptr<detail::HandleState>> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!closed_) {
       closed_ = true;
       close_reason_ = reason;
     }
-    pending.swap(entries_);
-    requests_.clear();
+    std::vector<uint32_t> in_use;
+    entries_.for_each_in_use([&](uint32_t i) { in_use.push_back(i); });
+    for (uint32_t i : in_use) {
+      pending.push_back(std::move(entries_.value(i).handle));
+      entries_.release(i);
+    }
+    num_requests_ = 0;
   }
   cv_.notify_all();
-  for (auto& [name, e] : pending) e.handle->complete(reason);
+  for (auto& h : pending) h->complete(reason);
 }
 
 }  // namespace kolo

@@ -5,21 +5,27 @@
 // entries by name to execute them (take_entries). A name already pending is a duplicate:
 // the new handle fails at once and a flagged request makes the collective fail everywhere.
 //
+// Steady state allocates nothing: entries live in per-name slots reused every step
+// (core/slot_table.h), and requests and entries are copied into the caller's buffers,
+// whose elements (shapes, names) keep their capacity from one step to the next.
+//
 // Ownership: entries hold the user's TensorView (memory owned by the user) and a shared
 // reference to the handle state.
-// Thread safety: every member is safe to call from any thread (one internal mutex).
+// Thread safety: every member is safe to call from any thread (one internal mutex); the
+// buffers passed to take_requests/take_entries belong to the caller (the coordinator).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "core/handle_state.h"
 #include "core/message.h"
+#include "core/slot_table.h"
 #include "kolo/tensor.h"
 
 namespace kolo {
@@ -32,12 +38,17 @@ struct TensorEntry {
 
 class TensorQueue {
  public:
-  // Queues `entry`; returns false (and completes its handle with an error) if the queue is
-  // closed. Wakes the coordinator.
-  bool push(TensorEntry entry);
-  // Moves out the requests queued since the last call.
-  std::vector<Request> take_requests();
-  // Removes and returns the entries for `names` (nullptr-free; a missing name is an error).
+  // Queues one collective on `view` under `name`. `header` gives rank, kind, reduce op, root
+  // and scale factors; name, dtype, shape and device are taken from `name` and `view`.
+  // Returns false (and completes `handle` with an error) if the queue is closed or the name
+  // is already pending. Wakes the coordinator if it is waiting.
+  bool push(const TensorView& view, const std::string& name, const Request& header,
+            std::shared_ptr<detail::HandleState> handle);
+  // Swaps the requests queued since the last call into *out and returns how many there are:
+  // (*out)[0..n) are the requests; elements past n are spare buffers the queue reuses.
+  size_t take_requests(std::vector<Request>* out);
+  // Removes the entries for `names` and copies them into *out (resized to names.size();
+  // out's element buffers are reused, not freed). A name that is not pending is an error and removes nothing.
   Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out);
   // Blocks until a request is queued, the queue is closed, or `timeout` passes.
   void wait_for_work(std::chrono::microseconds timeout);
@@ -48,13 +59,19 @@ class TensorQueue {
   void notify();
 
  private:
+  // Appends a copy of `q` to requests_, reusing a spare element's buffers.
+  void queue_request(const Request& q);
+
   std::mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<std::string, TensorEntry> entries_;  // guarded by mu_
-  std::vector<Request> requests_;                          // guarded by mu_
-  bool closed_ = false;                                    // guarded by mu_
-  Status close_reason_;                                    // guarded by mu_
-  bool wake_ = false;                                      // guarded by mu_
+  SlotTable<TensorEntry> entries_;  // guarded by mu_: pending entries by name
+  std::vector<Request> requests_;   // guarded by mu_: [0, num_requests_) queued, the rest spare
+  size_t num_requests_ = 0;         // guarded by mu_
+  std::vector<uint32_t> taking_;    // guarded by mu_: scratch for take_entries
+  std::vector<TensorEntry> spare_;  // guarded by mu_: entry buffers kept when *out shrinks
+  bool closed_ = false;             // guarded by mu_
+  Status close_reason_;             // guarded by mu_
+  bool wake_ = false;               // guarded by mu_: work arrived since the last take
 };
 
 }  // namespace kolo

@@ -38,6 +38,11 @@ struct RuntimeStats {
   double coordination_seconds = 0;   // time in active passes outside executors and rendezvous
   double rendezvous_seconds = 0;     // waiting for every rank to reach a response list
   double execution_seconds = 0;      // time inside executors (copies + transport)
+  // Response cache (KOLO_CACHE_CAPACITY): rank 0 counts the requests its peers sent, by
+  // cache id (4 bytes, no validation) or in full. Zero on other ranks.
+  uint64_t cache_capacity = 0;       // entries; 0 = off
+  uint64_t peer_requests_cached = 0;
+  uint64_t peer_requests_full = 0;
 };
 RuntimeStats runtime_stats();
 
