@@ -26,7 +26,8 @@ const std::set<std::string>& known_names() {
       "KOLO_GPU_OPERATIONS",           "KOLO_AUTOTUNE",
       "KOLO_AUTOTUNE_LOG",             "KOLO_AUTOTUNE_SAMPLES",
       "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY",
-      "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES"};
+      "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES",
+      "KOLO_BURST_HOLD_MICROSECONDS"};
   return names;
 }
 
@@ -145,6 +146,12 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e8)
       return bad_value("KOLO_CACHE_CAPACITY", *v, "a whole number of entries (0 = off)");
     c.cache_capacity = static_cast<size_t>(d);
+  }
+  if (auto v = lookup("KOLO_BURST_HOLD_MICROSECONDS")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 100000)
+      return bad_value("KOLO_BURST_HOLD_MICROSECONDS", *v, "a whole number of microseconds from 0 (off) to 100000");
+    c.burst_hold_us = static_cast<int>(d);
   }
   KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples));
   KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_WINDOW", &c.autotune_window));

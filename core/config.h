@@ -50,6 +50,9 @@ struct Config {
   // Online tuning of fusion threshold, cycle time and chunk size (core/autotune.h).
   // Requests seen before travel as ids (core/response_cache.h); 0 = off.
   size_t cache_capacity = 1024;          // KOLO_CACHE_CAPACITY
+  // Rank 0 holds ready tensors while a burst is still arriving: the longest gap between
+  // arrivals that counts as one burst, in microseconds (0 = off; core/burst_hold.h).
+  int burst_hold_us = 100;               // KOLO_BURST_HOLD_MICROSECONDS
   bool autotune = false;                 // KOLO_AUTOTUNE
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
   int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried

@@ -305,7 +305,7 @@ Status Coordinator::worker_cycle(bool* activity) {
 }
 
 bool Coordinator::hold_burst(bool shutdown) {
-  if (table_.num_ready() == 0 || shutdown || pending_params_) {
+  if (config_.burst_hold_us == 0 || table_.num_ready() == 0 || shutdown || pending_params_) {
     holding_ = false;
     return false;
   }
@@ -318,6 +318,8 @@ bool Coordinator::hold_burst(bool shutdown) {
   s.since_last_arrival = now - last_arrival_;
   s.held_for = now - hold_start_;
   BurstHoldOptions o;
+  o.gap = std::chrono::microseconds(config_.burst_hold_us);
+  o.max_hold = 5 * o.gap;
   o.fusion_threshold_bytes = fusion_threshold_;
   holding_ = hold_ready(s, o);
   return holding_;

@@ -28,6 +28,7 @@ TEST_CASE("defaults apply when nothing is set", "[config]") {
   CHECK(c.cpu_operations == CpuOperations::kAuto);
   CHECK(c.stall_check_seconds == 60.0);
   CHECK(c.stall_shutdown_seconds == 0.0);
+  CHECK(c.burst_hold_us == 100);
 }
 
 TEST_CASE("accepted forms are parsed", "[config]") {
@@ -39,7 +40,8 @@ TEST_CASE("accepted forms are parsed", "[config]") {
                  {"KOLO_LOG_LEVEL", "debug"},
                  {"KOLO_STALL_CHECK_TIME_SECONDS", "5"},
                  {"KOLO_STALL_SHUTDOWN_TIME_SECONDS", "30"},
-                 {"KOLO_TEST_RANKS_PER_HOST", "2"}},
+                 {"KOLO_TEST_RANKS_PER_HOST", "2"},
+                 {"KOLO_BURST_HOLD_MICROSECONDS", "0"}},
                 &c)
               .is_ok());
   CHECK(c.fusion_threshold_bytes == 64u << 20);
@@ -50,6 +52,7 @@ TEST_CASE("accepted forms are parsed", "[config]") {
   CHECK(c.stall_check_seconds == 5.0);
   CHECK(c.stall_shutdown_seconds == 30.0);
   CHECK(c.ranks_per_host_override == 2);
+  CHECK(c.burst_hold_us == 0);
   REQUIRE(parse({{"KOLO_FUSION_THRESHOLD", "0"}}, &c).is_ok());
   CHECK(c.fusion_threshold_bytes == 0);
 }
@@ -77,6 +80,7 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
         "KOLO_CPU_OPERATIONS=\"gpu\" is not valid: expected one of auto, mpi, shm");
   CHECK(msg("KOLO_LOG_LEVEL", "loud").find("one of trace, debug") != std::string::npos);
   CHECK(msg("KOLO_TEST_RANKS_PER_HOST", "1.5").find("whole number") != std::string::npos);
+  CHECK(msg("KOLO_BURST_HOLD_MICROSECONDS", "-3").find("microseconds from 0 (off)") != std::string::npos);
 }
 
 TEST_CASE("byte counts and numbers parse strictly", "[config]") {
