@@ -18,6 +18,16 @@ using v8 = float __attribute__((vector_size(32)));
 
 [[gnu::always_inline]] inline void store(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
 
+// Pins a loaded vector to a register. Without it GCC folds each load into the FMAs that
+// use it, so a vector is re-read from L1 once per output channel: the kernels then run
+// out of load slots (measured: 3x3 forward 47 -> 75 GFLOP/s, weight gradient 43 -> 80 on
+// a Zen core with AVX2/FMA). An empty asm statement; no instruction is emitted.
+[[gnu::always_inline]] inline void in_register([[maybe_unused]] v8& v) {
+#ifdef __AVX__
+  asm("" : "+x"(v));
+#endif
+}
+
 [[gnu::always_inline]] inline float hsum(v8 v) {
   float s = 0.0f;
   for (int i = 0; i < 8; ++i) s += v[i];
@@ -43,7 +53,10 @@ void block(const float* xp, int in_c, const float* wt, int out_c, int co0, const
         const int64_t shift = int64_t{kh} * wp + kw;
         v8 x[V];
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) x[v] = load(xc + xoff[v] + shift);
+        for (int v = 0; v < V; ++v) {
+          x[v] = load(xc + xoff[v] + shift);
+          in_register(x[v]);
+        }
 #pragma GCC unroll 4
         for (int c = 0; c < kCo; ++c) {
           const float wv = wk[c];
@@ -144,11 +157,15 @@ void weight_gradient(const float* xp, int64_t xp_image, const float* dy, int64_t
           for (int oh = 0; oh < p.h; ++oh) {
             for (int j = 0; j < wv; j += 8) {
               const float* xv = xr + int64_t{oh} * wp + j;
-              const v8 x0 = load(xv), x1 = load(xv + 1), x2 = load(xv + 2);
+              v8 x0 = load(xv), x1 = load(xv + 1), x2 = load(xv + 2);
+              in_register(x0);
+              in_register(x1);
+              in_register(x2);
               const int64_t o = int64_t{oh} * wv + j;
 #pragma GCC unroll 4
               for (int c = 0; c < kCo; ++c) {
-                const v8 gv = load(g + c * out_plane + o);
+                v8 gv = load(g + c * out_plane + o);
+                in_register(gv);
                 acc[c][0] += gv * x0;
                 acc[c][1] += gv * x1;
                 acc[c][2] += gv * x2;
