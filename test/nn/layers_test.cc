@@ -127,7 +127,10 @@ TEST_CASE("Dropout backward uses the forward mask", "[layers]") {
 }
 
 TEST_CASE("BatchNorm2d backward matches numerical gradients", "[layers][bn]") {
-  expect_gradients_match(std::make_unique<BatchNorm2d>("bn"), {3, 2, 3}, 4);
+  SECTION("plain") { expect_gradients_match(std::make_unique<BatchNorm2d>("bn"), {3, 2, 3}, 4); }
+  SECTION("with the fused ReLU") {
+    expect_gradients_match(BatchNorm2d::with_relu("bn"), {3, 2, 3}, 4);
+  }
 }
 
 TEST_CASE("BatchNorm2d normalises in training and uses running statistics in eval", "[layers][bn]") {
