@@ -3,28 +3,65 @@
 // Every pass walks one (image, channel) plane at a time: a plane of a ResNet activation
 // (at most 32x32 floats) sits in L1, so the per-plane second pass of the statistics is
 // cheap, while the whole tensor (megabytes) is read from memory as few times as possible.
-// Reductions use `omp simd` (vectorised without -ffast-math); partial sums meet in double.
+// Reductions run on explicit 8-float vectors (nn/simd.h); per-plane partial sums meet in
+// double.
 #include "nn/batchnorm.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "nn/simd.h"
+
 namespace kolo::nn {
 namespace {
 
+using simd::hsum;
+using simd::load;
+using simd::splat;
+using simd::v8;
+
 float plane_sum(const float* p, int n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int j = 0; j < n; ++j) s += p[j];
+  v8 acc{};
+  int j = 0;
+  for (; j + 8 <= n; j += 8) acc += load(p + j);
+  float s = hsum(acc);
+  for (; j < n; ++j) s += p[j];
   return s;
 }
 
 float plane_squared_deviation(const float* p, int n, float mean) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int j = 0; j < n; ++j) s += (p[j] - mean) * (p[j] - mean);
+  const v8 m = splat(mean);
+  v8 acc{};
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v8 d = load(p + j) - m;
+    acc += d * d;
+  }
+  float s = hsum(acc);
+  for (; j < n; ++j) s += (p[j] - mean) * (p[j] - mean);
   return s;
+}
+
+// sum(g) and sum(g * (x - mean)) over one plane, where g = dy where y > cut, else 0.
+void plane_gradient_sums(const float* x, const float* dy, const float* y, int n, float mean,
+                         float cut, float* sum_g, float* sum_gx) {
+  const v8 m = splat(mean), c = splat(cut), zero{};
+  v8 a{}, b{};
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const v8 g = load(y + j) > c ? load(dy + j) : zero;
+    a += g;
+    b += g * (load(x + j) - m);
+  }
+  float sa = hsum(a), sb = hsum(b);
+  for (; j < n; ++j) {
+    const float g = y[j] > cut ? dy[j] : 0.0f;
+    sa += g;
+    sb += g * (x[j] - mean);
+  }
+  *sum_g = sa;
+  *sum_gx = sb;
 }
 
 }  // namespace
@@ -119,14 +156,8 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
       const int64_t at = i * img + int64_t{c} * hw;
       const float* p = x.data() + at;
       const float* g = dy.data() + at;
-      const float* o = y.data() + at;
-      float a = 0.0f, b = 0.0f;
-#pragma omp simd reduction(+ : a, b)
-      for (int j = 0; j < hw; ++j) {
-        const float gj = o[j] > cut ? g[j] : 0.0f;
-        a += gj;
-        b += gj * (p[j] - mean);
-      }
+      float a, b;
+      plane_gradient_sums(p, g, y.data() + at, hw, mean, cut, &a, &b);
       sg += a;
       sgx += b;
     }
@@ -144,7 +175,8 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
       float* d = dx->data() + at;
 #pragma omp simd
       for (int j = 0; j < hw; ++j) {
-        const float gj = o[j] > cut ? g[j] : 0.0f;
+        const float gv = g[j];  // read unconditionally: a blend, not a masked load
+        const float gj = o[j] > cut ? gv : 0.0f;
         d[j] = k * (gj - mg - (p[j] - mean) * inv * mgx);
       }
     }

@@ -5,34 +5,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "nn/simd.h"
+
 namespace kolo::nn::conv3x3 {
 namespace {
 
-using v8 = float __attribute__((vector_size(32)));
-
-[[gnu::always_inline]] inline v8 load(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-[[gnu::always_inline]] inline void store(float* p, v8 v) { std::memcpy(p, &v, sizeof v); }
-
-// Pins a loaded vector to a register. Without it GCC folds each load into the FMAs that
-// use it, so a vector is re-read from L1 once per output channel: the kernels then run
-// out of load slots (measured: 3x3 forward 47 -> 75 GFLOP/s, weight gradient 43 -> 80 on
-// a Zen core with AVX2/FMA). An empty asm statement; no instruction is emitted.
-[[gnu::always_inline]] inline void in_register([[maybe_unused]] v8& v) {
-#ifdef __AVX__
-  asm("" : "+x"(v));
-#endif
-}
-
-[[gnu::always_inline]] inline float hsum(v8 v) {
-  float s = 0.0f;
-  for (int i = 0; i < 8; ++i) s += v[i];
-  return s;
-}
+using simd::hsum;
+using simd::in_register;
+using simd::load;
+using simd::store;
+using simd::v8;
 
 constexpr int kCo = 4;  // output channels per register block
 
