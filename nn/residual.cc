@@ -52,18 +52,23 @@ void add_into(Tensor& to, const Tensor& from) {
 }  // namespace
 
 void Residual::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  backward_reporting(x, y, dy, dx, {});
+}
+
+void Residual::backward_reporting(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx,
+                                  const GradReadyFn& ready) {
   dsum_.resize(y.shape());
   const float* out = y.data();
   const float* g = dy.data();
   float* d = dsum_.data();
 #pragma omp simd
   for (int64_t i = 0; i < y.size(); ++i) d[i] = out[i] > 0.0f ? g[i] : 0.0f;
-  main_.backward(x, dsum_, dx);
+  main_.backward(x, dsum_, dx, ready);
   if (shortcut_.empty()) {
     if (dx) add_into(*dx, dsum_);
     return;
   }
-  shortcut_.backward(x, dsum_, dx ? &dshort_ : nullptr);
+  shortcut_.backward(x, dsum_, dx ? &dshort_ : nullptr, ready);
   if (dx) add_into(*dx, dshort_);
 }
 
