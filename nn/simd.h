@@ -3,6 +3,9 @@
 // GCC/Clang vector extensions: with -march=native on an AVX machine a v8 is one ymm
 // register; elsewhere the compiler lowers the same code to SSE or scalar instructions, so
 // the code stays portable x86-64 (and any other target GCC supports). Not a public header.
+// (Without AVX, GCC's -Wpsabi notes that a 32-byte vector passed by value has another ABI
+// than with AVX; these helpers are inlined and never cross a library boundary, so
+// nn/CMakeLists.txt turns that note off.)
 // Thread safety: pure functions.
 #pragma once
 
