@@ -124,9 +124,25 @@ void Conv2d::col2im(const float* dcol, int nb, float* dx) const {
 }
 
 void Conv2d::forward(const Tensor& x, Tensor& y, bool /*train*/) {
+  const int n = x.dim(0), cout = spec_.out_channels, hw = out_h_ * out_w_;
+  y.resize({n, cout, out_h_, out_w_});
+  if (direct()) forward_direct(x, y);
+  else forward_im2col(x, y);
+  if (bias_ >= 0) {
+    const float* b = params_->value(bias_);
+    const int64_t out_img = int64_t{cout} * hw;
+    for (int i = 0; i < n; ++i) {
+      for (int co = 0; co < cout; ++co) {
+        float* o = y.data() + i * out_img + int64_t{co} * hw;
+        for (int j = 0; j < hw; ++j) o[j] += b[co];
+      }
+    }
+  }
+}
+
+void Conv2d::forward_im2col(const Tensor& x, Tensor& y) {
   const int n = x.dim(0), cout = spec_.out_channels;
   const int kdim = in_c_ * spec_.kernel * spec_.kernel, hw = out_h_ * out_w_;
-  y.resize({n, cout, out_h_, out_w_});
   const int nb_max = chunk_images(n);
   if (!pointwise()) col_.resize(static_cast<size_t>(kdim) * nb_max * hw);
   if (nb_max > 1) chunk_.resize(static_cast<size_t>(cout) * nb_max * hw);
@@ -152,15 +168,6 @@ void Conv2d::forward(const Tensor& x, Tensor& y, bool /*train*/) {
       }
     }
   }
-  if (bias_ >= 0) {
-    const float* b = params_->value(bias_);
-    for (int i = 0; i < n; ++i) {
-      for (int co = 0; co < cout; ++co) {
-        float* o = y.data() + i * out_img + int64_t{co} * hw;
-        for (int j = 0; j < hw; ++j) o[j] += b[co];
-      }
-    }
-  }
 }
 
 void Conv2d::backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Tensor* dx) {
@@ -177,6 +184,10 @@ void Conv2d::backward(const Tensor& x, const Tensor& /*y*/, const Tensor& dy, Te
         db[co] += s;
       }
     }
+  }
+  if (direct()) {
+    backward_direct(x, dy, dx);
+    return;
   }
   if (dx) {
     dx->resize(x.shape());

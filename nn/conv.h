@@ -1,6 +1,8 @@
 // nn/conv.h — 2-D convolution (cross-correlation, like PyTorch's Conv2d), NCHW, groups=1.
 //
-// Implementation: im2col over a chunk of images, then one GEMM per chunk. Chunking several
+// Implementation: 3x3, stride-1, padding-1 convolutions whose channel counts are multiples
+// of 4 (ResNet's body) run the direct kernels of nn/conv3x3.h (nn/conv_direct.cc). All
+// others: im2col over a chunk of images, then one GEMM per chunk. Chunking several
 // small images into one GEMM keeps the matrix wide enough for the kernel to run near peak
 // (an 8x8 feature map alone gives a 64-column product), while bounding the column buffer
 // so it stays in cache. A 1x1, stride-1, unpadded convolution skips im2col altogether.
@@ -32,6 +34,13 @@ class Conv2d : public Layer {
   // Images per GEMM for this geometry.
   int chunk_images(int batch) const;
   bool pointwise() const;
+  // Whether this geometry runs the direct 3x3 kernels (nn/conv_direct.cc).
+  bool direct() const;
+  // y (already sized) = convolution of x, without bias.
+  void forward_im2col(const Tensor& x, Tensor& y);
+  void forward_direct(const Tensor& x, Tensor& y);
+  // Adds weight gradients, overwrites *dx (when given); bias gradient done by the caller.
+  void backward_direct(const Tensor& x, const Tensor& dy, Tensor* dx);
   // col[K, nb*HW] for images [n0, n0+nb) of x.
   void im2col(const float* x, int nb, float* col) const;
   // dx[images] += col2im(dcol); dx must be zeroed by the caller.
@@ -41,6 +50,8 @@ class Conv2d : public Layer {
   int in_c_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;
   int weight_ = -1, bias_ = -1;
   std::vector<float> col_, chunk_;  // scratch: columns; gathered output/gradient chunk
+  // Direct path scratch: padded inputs, padded/widened output gradients, re-laid weights.
+  std::vector<float> pad_x_, pad_dy_, wide_, wt_;
 };
 
 }  // namespace kolo::nn

@@ -38,15 +38,20 @@ const Tensor& Chain::forward(const Tensor& x, bool train) {
   return acts_.back();
 }
 
-void Chain::backward(const Tensor& x, const Tensor& dy, Tensor* dx, const LayerDoneFn& done) {
+void Layer::backward_reporting(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx,
+                               const GradReadyFn& ready) {
+  backward(x, y, dy, dx);
+  if (ready && !param_indices_.empty()) ready(param_indices_);
+}
+
+void Chain::backward(const Tensor& x, const Tensor& dy, Tensor* dx, const GradReadyFn& ready) {
   const Tensor* grad_out = &dy;
   for (size_t i = layers_.size(); i-- > 0;) {
     const Tensor& in = i == 0 ? x : acts_[i - 1];
     // Alternate between two scratch tensors so the gradient we read is never the one we
     // write.
     Tensor* grad_in = i == 0 ? dx : (grad_out == &grad_a_ ? &grad_b_ : &grad_a_);
-    layers_[i]->backward(in, acts_[i], *grad_out, grad_in);
-    if (done) done(i, *layers_[i]);
+    layers_[i]->backward_reporting(in, acts_[i], *grad_out, grad_in, ready);
     grad_out = grad_in;
   }
 }

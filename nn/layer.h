@@ -24,6 +24,12 @@
 
 namespace kolo::nn {
 
+// Called during backward with the indices (into the model's parameter store) of one
+// layer's tensors, right after that layer's backward: those gradients will not change
+// again in this pass. Layers with sub-layers (residual blocks) report each sub-layer
+// (conv, BatchNorm) separately, as soon as it is done.
+using GradReadyFn = std::function<void(const std::vector<int>& param_indices)>;
+
 // What a layer needs while the model is being built.
 struct BuildContext {
   ParamStore* params = nullptr;   // trainable tensors (with gradients)
@@ -49,6 +55,11 @@ class Layer {
   // x and y are this layer's input and output from the latest forward. dx may be null
   // (first layer of a model: nobody needs the input gradient).
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
+  // backward(), then `ready` for every layer whose gradients are final, as soon as they
+  // are. Default: this layer's own tensors (if any) after backward(); containers override
+  // it to report their sub-layers one by one. `ready` may be empty.
+  virtual void backward_reporting(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                  Tensor* dx, const GradReadyFn& ready);
   // Indices into the model's parameter store of every tensor this layer (and its
   // sub-layers) owns, in registration order.
   const std::vector<int>& param_indices() const { return param_indices_; }
@@ -67,9 +78,6 @@ class Layer {
   std::string name_;
 };
 
-// Called right after layer `index` of a Chain finished its backward pass: the gradients of
-// its parameters are final for this pass.
-using LayerDoneFn = std::function<void(size_t index, const Layer& layer)>;
 
 // A sequence of layers with their activations. Used for whole models and for the branches
 // of residual blocks.
@@ -85,8 +93,9 @@ class Chain {
   void init(Rng& rng);
   // Returns the last layer's output (owned by the chain, valid until the next forward).
   const Tensor& forward(const Tensor& x, bool train);
-  // REQUIRES: forward(x) was the latest forward. Calls `done` after each layer.
-  void backward(const Tensor& x, const Tensor& dy, Tensor* dx, const LayerDoneFn& done = {});
+  // REQUIRES: forward(x) was the latest forward. Reports finished gradients to `ready`
+  // layer by layer (see Layer::backward_reporting).
+  void backward(const Tensor& x, const Tensor& dy, Tensor* dx, const GradReadyFn& ready = {});
   // Every parameter index of every layer, in order.
   std::vector<int> param_indices() const;
 

@@ -32,13 +32,7 @@ const Tensor& Model::forward(const Tensor& x, bool train) {
 }
 
 void Model::backward(const Tensor& x, const Tensor& dlogits, const GradReadyFn& ready) {
-  LayerDoneFn done;
-  if (ready) {
-    done = [&ready](size_t, const Layer& layer) {
-      if (!layer.param_indices().empty()) ready(layer.param_indices());
-    };
-  }
-  layers_.backward(x, dlogits, nullptr, done);
+  layers_.backward(x, dlogits, nullptr, ready);
 }
 
 }  // namespace kolo::nn

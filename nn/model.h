@@ -17,10 +17,6 @@
 
 namespace kolo::nn {
 
-// Called during backward with the indices (into params()) of one layer's tensors, right
-// after that layer's backward: those gradients will not change again in this pass.
-using GradReadyFn = std::function<void(const std::vector<int>& param_indices)>;
-
 class Model {
  public:
   // Sets up `layers` for per-sample input `input`, allocates the stores and initialises
@@ -34,7 +30,8 @@ class Model {
   // x: [N, input...]. Returns logits owned by the model (valid until the next forward).
   const Tensor& forward(const Tensor& x, bool train);
   // Backward of the latest forward(x, true): adds parameter gradients into
-  // params().grads() and calls `ready` after each top-level layer with parameters.
+  // params().grads() and calls `ready` after each layer with parameters (each conv and
+  // BatchNorm inside a residual block separately; see GradReadyFn in nn/layer.h).
   void backward(const Tensor& x, const Tensor& dlogits, const GradReadyFn& ready = {});
 
   ParamStore& params() { return *params_; }

@@ -32,23 +32,44 @@ void Residual::forward(const Tensor& x, Tensor& y, bool train) {
   const Tensor& m = main_.forward(x, train);
   const Tensor& s = shortcut_.empty() ? x : shortcut_.forward(x, train);
   y.resize(m.shape());
-  for (int64_t i = 0, n = m.size(); i < n; ++i) y[i] = std::max(m[i] + s[i], 0.0f);
+  const float* a = m.data();
+  const float* b = s.data();
+  float* o = y.data();
+#pragma omp simd
+  for (int64_t i = 0; i < y.size(); ++i) o[i] = std::max(a[i] + b[i], 0.0f);
 }
 
+namespace {
+
+// to[i] += from[i]
+void add_into(Tensor& to, const Tensor& from) {
+  float* t = to.data();
+  const float* f = from.data();
+#pragma omp simd
+  for (int64_t i = 0; i < to.size(); ++i) t[i] += f[i];
+}
+
+}  // namespace
+
 void Residual::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  backward_reporting(x, y, dy, dx, {});
+}
+
+void Residual::backward_reporting(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx,
+                                  const GradReadyFn& ready) {
   dsum_.resize(y.shape());
-  for (int64_t i = 0, n = y.size(); i < n; ++i) dsum_[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-  main_.backward(x, dsum_, dx);
+  const float* out = y.data();
+  const float* g = dy.data();
+  float* d = dsum_.data();
+#pragma omp simd
+  for (int64_t i = 0; i < y.size(); ++i) d[i] = out[i] > 0.0f ? g[i] : 0.0f;
+  main_.backward(x, dsum_, dx, ready);
   if (shortcut_.empty()) {
-    if (dx) {
-      for (int64_t i = 0, n = dx->size(); i < n; ++i) (*dx)[i] += dsum_[i];
-    }
+    if (dx) add_into(*dx, dsum_);
     return;
   }
-  shortcut_.backward(x, dsum_, dx ? &dshort_ : nullptr);
-  if (dx) {
-    for (int64_t i = 0, n = dx->size(); i < n; ++i) (*dx)[i] += dshort_[i];
-  }
+  shortcut_.backward(x, dsum_, dx ? &dshort_ : nullptr, ready);
+  if (dx) add_into(*dx, dshort_);
 }
 
 }  // namespace kolo::nn

@@ -18,6 +18,9 @@ class Residual : public Layer {
   void init(Rng& rng) override;
   void forward(const Tensor& x, Tensor& y, bool train) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  // Reports each sub-layer of the main branch, then of the shortcut, as it finishes.
+  void backward_reporting(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx,
+                          const GradReadyFn& ready) override;
 
  private:
   Chain main_, shortcut_;

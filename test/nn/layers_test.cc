@@ -39,34 +39,62 @@ TEST_CASE("Conv2d backward matches numerical gradients", "[layers][conv]") {
   SECTION("1x1 stride 2 (projection shortcut)") {
     expect_gradients_match(std::make_unique<Conv2d>("c", ConvSpec{4, 1, 2, 0, false}), {3, 5, 5}, 2);
   }
+  SECTION("3x3 direct kernels (channels in multiples of 4), 8x8 planes") {
+    expect_gradients_match(std::make_unique<Conv2d>("c", ConvSpec{4, 3, 1, 1, true}), {4, 8, 8}, 2);
+  }
+  SECTION("3x3 direct kernels, rows that are not whole vectors") {
+    expect_gradients_match(std::make_unique<Conv2d>("c", ConvSpec{8, 3, 1, 1, false}), {4, 5, 7}, 3);
+  }
   SECTION("many tiny images: several images per GEMM chunk") {
     expect_gradients_match(std::make_unique<Conv2d>("c", ConvSpec{2, 3, 1, 1, true}), {1, 3, 3}, 5);
   }
 }
 
-TEST_CASE("Conv2d forward equals a direct convolution", "[layers][conv]") {
-  LayerHarness h(std::make_unique<Conv2d>("c", ConvSpec{2, 3, 2, 1, true}), {2, 5, 4});
-  Tensor x({3, 2, 5, 4}), y;
+namespace {
+
+// Conv2d's output against a naive loop over the definition, for batch 3.
+void expect_forward_matches_definition(ConvSpec spec, const Dims& in) {
+  LayerHarness h(std::make_unique<Conv2d>("c", spec), in);
+  const int cin = in[0], ih_n = in[1], iw_n = in[2], k = spec.kernel, s = spec.stride;
+  const int oh_n = (ih_n + 2 * spec.padding - k) / s + 1;
+  const int ow_n = (iw_n + 2 * spec.padding - k) / s + 1;
+  Tensor x({3, cin, ih_n, iw_n}), y;
   Rng r(5);
   for (int64_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(r.normal());
   h.layer->forward(x, y, true);
-  REQUIRE(y.shape() == Dims{3, 2, 3, 2});
+  REQUIRE(y.shape() == Dims{3, spec.out_channels, oh_n, ow_n});
   const float* w = h.params.value(0);
-  const float* b = h.params.value(1);
+  const float* b = spec.bias ? h.params.value(1) : nullptr;
   for (int n = 0; n < 3; ++n)
-    for (int co = 0; co < 2; ++co)
-      for (int oh = 0; oh < 3; ++oh)
-        for (int ow = 0; ow < 2; ++ow) {
-          double s = b[co];
-          for (int c = 0; c < 2; ++c)
-            for (int i = 0; i < 3; ++i)
-              for (int j = 0; j < 3; ++j) {
-                const int ih = oh * 2 - 1 + i, iw = ow * 2 - 1 + j;
-                if (ih < 0 || ih >= 5 || iw < 0 || iw >= 4) continue;
-                s += w[((co * 2 + c) * 3 + i) * 3 + j] * x[((n * 2 + c) * 5 + ih) * 4 + iw];
+    for (int co = 0; co < spec.out_channels; ++co)
+      for (int oh = 0; oh < oh_n; ++oh)
+        for (int ow = 0; ow < ow_n; ++ow) {
+          double sum = b ? b[co] : 0.0;
+          for (int c = 0; c < cin; ++c)
+            for (int i = 0; i < k; ++i)
+              for (int j = 0; j < k; ++j) {
+                const int ih = oh * s - spec.padding + i, iw = ow * s - spec.padding + j;
+                if (ih < 0 || ih >= ih_n || iw < 0 || iw >= iw_n) continue;
+                sum += w[((co * cin + c) * k + i) * k + j] *
+                       x[((n * cin + c) * ih_n + ih) * iw_n + iw];
               }
-          CHECK(y[((n * 2 + co) * 3 + oh) * 2 + ow] == Approx(s).epsilon(1e-5).margin(1e-6));
+          CHECK(y[((n * spec.out_channels + co) * oh_n + oh) * ow_n + ow] ==
+                Approx(sum).epsilon(1e-5).margin(1e-5));
         }
+}
+
+}  // namespace
+
+TEST_CASE("Conv2d forward equals a direct convolution", "[layers][conv]") {
+  SECTION("im2col path: 3x3 stride 2") {
+    expect_forward_matches_definition({2, 3, 2, 1, true}, {2, 5, 4});
+  }
+  SECTION("direct 3x3 path: rows of whole vectors") {
+    expect_forward_matches_definition({8, 3, 1, 1, false}, {4, 8, 16});
+  }
+  SECTION("direct 3x3 path: odd plane, with bias") {
+    expect_forward_matches_definition({4, 3, 1, 1, true}, {8, 7, 5});
+  }
 }
 
 TEST_CASE("Linear backward matches numerical gradients", "[layers]") {
@@ -99,7 +127,10 @@ TEST_CASE("Dropout backward uses the forward mask", "[layers]") {
 }
 
 TEST_CASE("BatchNorm2d backward matches numerical gradients", "[layers][bn]") {
-  expect_gradients_match(std::make_unique<BatchNorm2d>("bn"), {3, 2, 3}, 4);
+  SECTION("plain") { expect_gradients_match(std::make_unique<BatchNorm2d>("bn"), {3, 2, 3}, 4); }
+  SECTION("with the fused ReLU") {
+    expect_gradients_match(BatchNorm2d::with_relu("bn"), {3, 2, 3}, 4);
+  }
 }
 
 TEST_CASE("BatchNorm2d normalises in training and uses running statistics in eval", "[layers][bn]") {

@@ -2,6 +2,7 @@
 // and that a small model can over-fit a tiny batch.
 #include <catch2/catch.hpp>
 #include <set>
+#include <string>
 
 #include "nn/loss.h"
 #include "nn/models.h"
@@ -73,10 +74,18 @@ TEST_CASE("Backward reports every parameter exactly once, last layer first", "[m
   SoftmaxCrossEntropy loss;
   loss.forward(m->forward(x, true), y.data());
   std::vector<int> order;
+  std::vector<std::string> reports;  // first tensor of each report
   m->backward(x, loss.grad(), [&](const std::vector<int>& idx) {
     order.insert(order.end(), idx.begin(), idx.end());
+    reports.push_back(m->params().info(idx.front()).name);
   });
   CHECK(order.size() == m->params().count());
+  // One report per conv / BatchNorm / fc, not per residual block: the stem's conv and BN,
+  // 9 blocks x 4, 2 projections x 2, and fc.
+  CHECK(reports.size() == 2 + 9 * 4 + 2 * 2 + 1);
+  REQUIRE(reports.size() > 2);
+  CHECK(reports[1] == "layer3.2.bn2.weight");
+  CHECK(reports[2] == "layer3.2.conv2.weight");
   CHECK(std::set<int>(order.begin(), order.end()).size() == order.size());
   CHECK(m->params().info(order.front()).name == "fc.weight");
   CHECK(m->params().info(order.back()).name == "conv1.weight");
