@@ -2,10 +2,7 @@
 // the start-of-training broadcasts.
 #include "optimizer/distributed_optimizer.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "kolo/collectives.h"
@@ -15,13 +12,10 @@ namespace kolo {
 
 DistributedOptimizer::DistributedOptimizer(std::unique_ptr<Optimizer> inner,
                                            const DistributedOptions& options)
-    : inner_(std::move(inner)), options_(options), params_(inner_->params()) {
-  if (options_.backward_passes_per_step < 1) {
-    throw std::invalid_argument("backward_passes_per_step must be >= 1, got " +
-                                std::to_string(options_.backward_passes_per_step));
-  }
-  ready_count_.assign(params_.count(), 0);
-  handles_.resize(params_.count());
+    : inner_(std::move(inner)),
+      options_(options),
+      params_(inner_->params()),
+      window_(params_.count(), options_.backward_passes_per_step) {
   if (options_.fp16_compression) half_.resize(params_.total_size());
   // fp16 compression reduces the private half copies, so shared memory would not help.
   const size_t bytes = params_.total_size() * sizeof(float);
@@ -32,18 +26,13 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<Optimizer> inner,
   }
 }
 
-DistributedOptimizer::~DistributedOptimizer() {
-  // Gradient memory must outlive any allreduce still writing it.
-  for (auto& h : handles_) {
-    if (h.valid()) (void)h.status();
-  }
-}
+DistributedOptimizer::~DistributedOptimizer() = default;  // window_ waits (see the header)
 
 nn::GradReadyFn DistributedOptimizer::hook() {
   return [this](const std::vector<int>& indices) {
     for (int i : indices) {
       // Submit during the last pass of the accumulation window only.
-      if (++ready_count_[static_cast<size_t>(i)] == options_.backward_passes_per_step) submit(i);
+      if (window_.report(i)) submit(i);
     }
   };
 }
@@ -65,44 +54,24 @@ void DistributedOptimizer::submit(int index) {
     // Scale before compressing: the sum of k passes could overflow half's range.
     Half* h = half_.data() + info.offset;
     for (size_t j = 0; j < info.size; ++j) h[j] = float_to_half(static_cast<float>(g[j] * prescale));
-    handles_[static_cast<size_t>(index)] =
-        allreduce_async(TensorView::of(h, shape), name, AllreduceOptions{ReduceOp::kAverage});
+    window_.set_handle(index, allreduce_async(TensorView::of(h, shape), name, AllreduceOptions{ReduceOp::kAverage}));
   } else {
-    handles_[static_cast<size_t>(index)] = allreduce_async(
-        TensorView::of(g, shape), name, AllreduceOptions{ReduceOp::kAverage, prescale, 1.0});
-  }
-}
-
-void DistributedOptimizer::wait_all() {
-  for (size_t i = 0; i < handles_.size(); ++i) {
-    if (!handles_[i].valid()) continue;
-    Handle h = std::move(handles_[i]);
-    handles_[i] = Handle();
-    synchronize(h);  // throws kolo::Error naming the tensor
-    if (options_.fp16_compression) {
-      const auto& info = params_.info(static_cast<int>(i));
-      float* g = params_.grad(static_cast<int>(i));
-      const Half* hp = half_.data() + info.offset;
-      for (size_t j = 0; j < info.size; ++j) g[j] = half_to_float(hp[j]);
-    }
+    window_.set_handle(index, allreduce_async(TensorView::of(g, shape), name,
+                                              AllreduceOptions{ReduceOp::kAverage, prescale, 1.0}));
   }
 }
 
 bool DistributedOptimizer::step() {
-  ++passes_;
-  if (passes_ < options_.backward_passes_per_step) return false;
-  const auto wait_start = std::chrono::steady_clock::now();
-  // Tensors no layer reported in this window (unused in the forward pass) must still be
-  // reduced: every rank submits the same names, or the job would stall.
-  for (size_t i = 0; i < ready_count_.size(); ++i) {
-    if (ready_count_[i] < options_.backward_passes_per_step) submit(static_cast<int>(i));
-  }
-  wait_all();
-  last_wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  inner_->step();
-  passes_ = 0;
-  std::fill(ready_count_.begin(), ready_count_.end(), 0);
-  return true;
+  const bool updated = window_.end_pass([this](int i) { submit(i); },
+                                        [this](int i) {
+                                          if (!options_.fp16_compression) return;
+                                          const auto& info = params_.info(i);
+                                          float* g = params_.grad(i);
+                                          const Half* hp = half_.data() + info.offset;
+                                          for (size_t j = 0; j < info.size; ++j) g[j] = half_to_float(hp[j]);
+                                        });
+  if (updated) inner_->step();
+  return updated;
 }
 
 void broadcast_parameters(nn::ParamStore& params, int root, const std::string& name) {

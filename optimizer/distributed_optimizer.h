@@ -40,6 +40,7 @@
 #include "kolo/handle.h"
 #include "kolo/tensor.h"
 #include "nn/model.h"
+#include "optimizer/grad_window.h"
 #include "optimizer/optimizer.h"
 
 namespace kolo {
@@ -76,21 +77,19 @@ class DistributedOptimizer {
   bool gradients_shared() const { return gradients_shared_; }
   // Seconds the last update spent in step() waiting for its allreduces: the communication
   // the backward pass did not hide (benchmarks report it; kolo-bench-train).
-  double last_wait_seconds() const { return last_wait_seconds_; }
+  double last_wait_seconds() const { return window_.last_wait_seconds(); }
 
  private:
   void submit(int index);
-  void wait_all();
 
   std::unique_ptr<Optimizer> inner_;
   DistributedOptions options_;
   nn::ParamStore& params_;
-  int passes_ = 0;                   // backward passes since the last update
-  double last_wait_seconds_ = 0.0;
   bool gradients_shared_ = false;
-  std::vector<int> ready_count_;     // per tensor: passes whose gradient is final
-  std::vector<Handle> handles_;      // per tensor: allreduce in flight (or invalid)
   std::vector<Half> half_;           // fp16 staging, same offsets as the gradients
+  // Last member: destroyed first, so it waits for allreduces still writing the gradients or
+  // half_ before that memory goes.
+  GradWindow window_;
 };
 
 // Copies root's parameters and buffers (BatchNorm statistics) to every rank. Blocking.

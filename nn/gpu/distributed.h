@@ -31,6 +31,7 @@
 #include "nn/gpu/optimizer.h"
 #include "nn/model.h"
 #include "optimizer/distributed_optimizer.h"
+#include "optimizer/grad_window.h"
 
 namespace kolo::nn::gpu {
 
@@ -52,19 +53,15 @@ class GpuDistributedOptimizer {
   double lr() const { return inner_->lr(); }
   void set_lr(double lr) { inner_->set_lr(lr); }
   void set_local_weight(double w) { options_.local_weight = w; }
-  double last_wait_seconds() const { return last_wait_seconds_; }
+  double last_wait_seconds() const { return window_.last_wait_seconds(); }
 
  private:
   void submit(int index);
-  void wait_all();
 
   std::unique_ptr<GpuOptimizer> inner_;
   DistributedOptions options_;
   DeviceParams& params_;
-  int passes_ = 0;
-  double last_wait_seconds_ = 0.0;
-  std::vector<int> ready_count_;
-  std::vector<Handle> handles_;
+  GradWindow window_;  // accumulation window and allreduces in flight (optimizer/grad_window.h)
   std::vector<cudaEvent_t> events_;  // per tensor, recorded before its submission
 };
 
