@@ -2,6 +2,7 @@
 //
 //   mpirun -np 2 build/bench/kolo-bench-shm-allreduce [--iters N] [--out DIR]
 //          [--segment-bytes B] [--small-bytes B] [--arena-chunk-bytes B] [--no-sweep]
+//          [--case 4KB|64MB|tiny|resnet50|sweep]
 //
 // Cases: a 4 KB buffer (latency), one 64 MB tensor, a ResNet-50 gradient step (161 separate
 // fp32 tensors, 102 MB: one MPI_Allreduce per tensor, one MPI_Allreduce over one contiguous
@@ -37,6 +38,8 @@ struct Args {
   size_t small_bytes = shm::ShmGroup::Options{}.small_bytes;
   size_t arena_chunk_bytes = shm::ShmGroup::Options{}.arena_chunk_bytes;
   bool sweep = true;
+  std::string only;  // --case: run just this case (4KB, 64MB, tiny, resnet50, sweep)
+  bool runs(const char* kase) const { return only.empty() || only == kase; }
 };
 
 Args parse(int argc, char** argv) {
@@ -50,6 +53,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--small-bytes" && has_value) a.small_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--arena-chunk-bytes" && has_value) a.arena_chunk_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--no-sweep") a.sweep = false;
+    else if (k == "--case" && has_value) a.only = argv[++i];
     else {
       std::fprintf(stderr, "unknown or incomplete argument \"%s\"\n", k.c_str());
       std::exit(2);
@@ -143,6 +147,7 @@ struct Bench {
   }
 
   void resnet50();
+  void tiny();
   void resnet50_zero_copy(const std::vector<ParamShape>& params, const Timing& baseline);
   void calibrate();
 };
@@ -230,6 +235,27 @@ void Bench::resnet50() {
   resnet50_zero_copy(params, per_tensor);
 }
 
+// Issue 5's many-tiny-tensors step: 1,000 tensors of 4 KB, adjacent in one buffer as a
+// trainer keeps them, reduced as one list of pieces (what one fused response does) beside
+// one MPI_Allreduce of the 4 MB.
+void Bench::tiny() {
+  const size_t n = 1000, each = 1024;
+  std::vector<float> flat(n * each, 0.0f);
+  verify(flat.data(), flat.size());
+  std::vector<shm::Piece> pieces;
+  for (size_t i = 0; i < n; ++i) pieces.push_back({flat.data() + i * each, each});
+  const Timing one = mpi(flat.data(), flat.size(), 1);
+  const Timing k1 = time_it([&] {
+    check(group->allreduce(flat.data(), flat.size(), DType::kFloat32, ReduceOp::kAverage), "shm allreduce");
+  }, args.iters, 1);
+  const Timing k = time_it([&] {
+    check(group->allreduce(pieces, DType::kFloat32, ReduceOp::kAverage), "shm allreduce");
+  }, args.iters, 1);
+  row("tiny", "MPI one 4MB buffer", flat.size() * 4, one, nullptr);
+  row("tiny", "kolo-shm 1000 pieces, avg", flat.size() * 4, k, &one);
+  row("tiny", "kolo-shm one buffer, avg", flat.size() * 4, k1, &one);
+}
+
 // The gradients allocated in a ShmArena, as a trainer using kolo's allocator would.
 void Bench::resnet50_zero_copy(const std::vector<ParamShape>& params, const Timing& baseline) {
   size_t total = 0;
@@ -298,11 +324,12 @@ int run(int argc, char** argv) {
     std::printf("%-14s %-26s %12s %10s %10s %8s %8s   %s\n", "case", "impl", "bytes", "min ms",
                 "median ms", "algbw", "busbw", "speed-up (min)");
   }
-  b.calibrate();
-  b.single("4KB", 4096, 1000);
-  b.single("64MB", 64u << 20, 1);
-  b.resnet50();
-  if (b.args.sweep) {
+  if (b.args.only.empty()) b.calibrate();
+  if (b.args.runs("4KB")) b.single("4KB", 4096, 1000);
+  if (b.args.runs("64MB")) b.single("64MB", 64u << 20, 1);
+  if (b.args.runs("tiny")) b.tiny();
+  if (b.args.runs("resnet50")) b.resnet50();
+  if (b.args.sweep && b.args.runs("sweep")) {
     for (size_t bytes = 4096; bytes <= (128u << 20); bytes *= 4) {
       b.single("sweep", bytes, bytes <= (256u << 10) ? 100 : 1);
     }

@@ -86,7 +86,7 @@ Status ShmGroup::reduce_small(std::span<const Piece> pieces, size_t total, DType
   KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
   char* mine = slot(e, opts_.local_rank);
   all.for_range(0, total, [&](char* user, size_t done, size_t m) {
-    ops::scale_copy(mine + done * esize, user, m, dtype, prescale);
+    scale_copy(mine + done * esize, user, m, dtype, prescale);
   });
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
   if (target == Target::kLeader && opts_.local_rank != 0) return Status::ok();
@@ -124,7 +124,7 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     for (int j = 0; j < n; ++j) {
       if (j == r && !scaled) continue;
       all.for_range(off + lo(j), slices.len(j), [&](char* user, size_t done, size_t cnt) {
-        ops::scale_copy(mine_a + (lo(j) + done) * esize, user, cnt, dtype, prescale);
+        scale_copy(mine_a + (lo(j) + done) * esize, user, cnt, dtype, prescale);
       });
     }
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(ea, d)));
@@ -151,7 +151,7 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
       KOLO_RETURN_IF_ERROR(record(sync_.wait_for(j, eb)));
       const char* theirs = slot(eb, j) + lo(j) * esize;
       all.for_range(off + lo(j), slices.len(j), [&](char* user, size_t done, size_t cnt) {
-        std::memcpy(user, theirs + done * esize, cnt * esize);
+        copy_bytes(user, theirs + done * esize, cnt * esize);
       });
     }
   }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/shm/shm_kernels.h"
+
 namespace kolo::shm {
 namespace {
 
@@ -173,7 +175,7 @@ Status ShmGroup::broadcast(void* buf, size_t bytes, int root) {
     char* half = slot(e, 0);
     if (is_root) {
       KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
-      if (m > 0) std::memcpy(half, p + off, m);  // a 0-byte broadcast may pass no buffer
+      if (m > 0) copy_bytes(half, p + off, m);  // a 0-byte broadcast may pass no buffer
     }
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
     // The first step checks that everyone called the same broadcast; after that the root
@@ -181,7 +183,7 @@ Status ShmGroup::broadcast(void* buf, size_t bytes, int root) {
     if (first) KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
     if (!is_root) {
       KOLO_RETURN_IF_ERROR(record(sync_.wait_for(root, e)));
-      if (m > 0) std::memcpy(p + off, half, m);
+      if (m > 0) copy_bytes(p + off, half, m);
     }
     off += m;
     first = false;
@@ -212,12 +214,12 @@ Status ShmGroup::allgatherv(const void* in, void* out, const std::vector<size_t>
     const uint64_t e = sync_.next_step();
     const size_t from = k * slot_bytes_;
     KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
-    if (sizes[r] > from) std::memcpy(slot(e, r), o + displ[r] + from, std::min(slot_bytes_, sizes[r] - from));
+    if (sizes[r] > from) copy_bytes(slot(e, r), o + displ[r] + from, std::min(slot_bytes_, sizes[r] - from));
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
     KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, k == 0)));
     for (int j = 0; j < n; ++j) {
       if (j == r || sizes[j] <= from) continue;
-      std::memcpy(o + displ[j] + from, slot(e, j), std::min(slot_bytes_, sizes[j] - from));
+      copy_bytes(o + displ[j] + from, slot(e, j), std::min(slot_bytes_, sizes[j] - from));
     }
   }
   return Status::ok();

@@ -40,6 +40,18 @@ void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DTy
 // every source of an element before it stores that element).
 bool reduce_in_place_any(DType dtype, ReduceOp op);
 
+// memcpy for the engine's copies between shared and private memory (non-overlapping).
+// glibc copies 2 KiB .. L2-sized blocks with `rep movsb`, which on AMD EPYC (measured on this
+// project's VMs) runs 5-10x slower than a vector loop when the source lines were just
+// written by another core — exactly the engine's case (a peer's slot, a peer's result). A
+// fused response of 1,000 tensors of 4 KB is 1,000 such copies. This copies with vector
+// loads and stores below 1 MiB and leaves larger copies to memcpy (which does not use
+// `rep movsb` there and switches to non-temporal stores for very large ones).
+void copy_bytes(void* dst, const void* src, size_t bytes);
+
+// copy_bytes with ops::scale_copy's multiplication by `f` (f == 1: a plain copy).
+void scale_copy(void* dst, const void* src, size_t count, DType dtype, double f);
+
 // True when the running CPU takes the AVX2 path (for the benchmark's report).
 bool reduce_uses_avx2();
 

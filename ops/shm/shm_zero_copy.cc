@@ -99,7 +99,7 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
       if (j == r) continue;
       KOLO_RETURN_IF_ERROR(record(sync_.wait_for(j, e)));
       all.for_range(off + slices.lo(j), slices.len(j), [&](char* user, size_t, size_t cnt) {
-        std::memcpy(user, peer_copy(j, user), cnt * esize);
+        copy_bytes(user, peer_copy(j, user), cnt * esize);
       });
     }
     return Status::ok();

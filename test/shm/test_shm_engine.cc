@@ -6,10 +6,13 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "ops/shm/shm_arena.h"
+#include "ops/shm/shm_kernels.h"
 #include "test/shm/fork_ranks.h"
 #include "test/shm/shm_test_data.h"
 
@@ -48,6 +51,32 @@ void require_all_passed(const std::vector<RankOutcome>& out) {
 }
 
 }  // namespace
+
+TEST_CASE("shm copy_bytes copies every size and alignment exactly and writes nothing else", "[shm]") {
+  // Sizes around the vector loop's steps (32, 128 bytes) and its hand-over to memcpy (1 MiB).
+  const size_t sizes[] = {0, 1, 31, 32, 33, 127, 128, 129, 4096, 4099, 65536 + 17, (1u << 20) - 1, (1u << 20) + 5};
+  std::vector<unsigned char> src((1u << 20) + 64), dst((1u << 20) + 128);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (size_t n : sizes)
+    for (size_t so : {0, 1, 16}) {
+      for (size_t d : {0, 3, 32}) {
+        std::fill(dst.begin(), dst.end(), 0xAB);
+        copy_bytes(dst.data() + d, src.data() + so, n);
+        INFO("bytes " << n << " src+" << so << " dst+" << d);
+        REQUIRE(std::memcmp(dst.data() + d, src.data() + so, n) == 0);
+        size_t touched = 0;  // bytes outside [d, d + n) that are no longer 0xAB
+        for (size_t i = 0; i < dst.size(); ++i) touched += (i < d || i >= d + n) && dst[i] != 0xAB;
+        REQUIRE(touched == 0);
+      }
+    }
+  // scale_copy: f == 1 copies; otherwise ops::scale_copy's multiplication.
+  std::vector<float> a(1000), b(1000);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) * 0.5f;
+  scale_copy(b.data(), a.data(), a.size(), DType::kFloat32, 1.0);
+  REQUIRE(b == a);
+  scale_copy(b.data(), a.data(), a.size(), DType::kFloat32, 0.25);
+  for (size_t i = 0; i < a.size(); ++i) REQUIRE(b[i] == a[i] * 0.25f);
+}
 
 TEST_CASE("shm allreduce equals the rank-ordered reference bitwise, every dtype and op",
           "[shm]") {
