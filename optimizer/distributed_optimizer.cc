@@ -35,14 +35,18 @@ void DistributedOptimizer::place_gradients() {
   const size_t count = params_.total_size();
   // fp16 compression reduces the private half copies, so shared memory would not help.
   if (!options_.shared_gradients || options_.fp16_compression || count == 0 || !is_initialized()) return;
+  // Every rank has an arena or none has (ShmExecutor agrees at init), so all ranks take
+  // this branch alike: without shared memory the constructor stays non-collective.
+  if (shared_memory_capacity() == 0) {
+    KOLO_LOG(LogLevel::kDebug, "DistributedOptimizer: gradients stay private: no shared memory in this job");
+    return;
+  }
   float* shared = nullptr;
-  std::string why = "no shared memory in this job";
-  if (shared_memory_capacity() > 0) {
-    try {
-      shared = allocate_shared_array<float>(count);
-    } catch (const Error& e) {
-      why = e.what();
-    }
+  std::string why;
+  try {
+    shared = allocate_shared_array<float>(count);
+  } catch (const Error& e) {
+    why = e.what();
   }
   if (size() > 1) {
     int32_t ok = shared != nullptr ? 1 : 0;

@@ -27,7 +27,8 @@
 // "kolo.distributed_optimizer.shared_gradients.<n>", n counting constructions: construct
 // optimizers in the same order on every rank) and shares only if all ranks could; otherwise
 // every rank keeps private gradients (gradients_shared() says which; the reason is logged
-// at info level). With several ranks the constructor is therefore collective. The shared
+// at info level). Where kolo has shared memory (on every rank alike) the constructor is
+// therefore collective; without it, it makes no collective call. The shared
 // buffer lives until kolo::shutdown(): destroy the optimizer's model or stop using its
 // gradients before shutting down.
 //
