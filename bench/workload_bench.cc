@@ -40,9 +40,23 @@ int run(const WorkloadOptions& o) {
                 set.size(), static_cast<long long>(total), total * 4 / 1e6, kolo::size());
 
   // The same views over kolo's shared memory (kolo/memory.h): the zero-copy path. Every
-  // rank allocates alike, so the tensors lie at the same offsets everywhere.
-  const bool zero_copy = kolo::shared_memory_available() >= static_cast<size_t>(total) * sizeof(float);
-  float* shared = zero_copy ? kolo::allocate_shared_array<float>(static_cast<size_t>(total)) : nullptr;
+  // rank allocates alike, so the tensors lie at the same offsets everywhere. Allocation
+  // commits /dev/shm pages and can fail on one rank only: the ranks agree before using it.
+  float* shared = nullptr;
+  if (kolo::shared_memory_available() >= static_cast<size_t>(total) * sizeof(float)) {
+    try {
+      shared = kolo::allocate_shared_array<float>(static_cast<size_t>(total));
+    } catch (const kolo::Error& e) {
+      std::fprintf(stderr, "rank %d: no zero-copy row: %s\n", kolo::rank(), e.what());
+    }
+  }
+  int here = shared != nullptr ? 1 : 0, everywhere = 0;
+  MPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (everywhere == 0 && shared != nullptr) {
+    kolo::release_shared(shared);
+    shared = nullptr;
+  }
+  const bool zero_copy = shared != nullptr;
   std::vector<kolo::TensorView> shared_views;
   for (size_t i = 0, off = 0; zero_copy && i < set.size(); ++i) {
     shared_views.push_back(kolo::TensorView::of(shared + off, set[i].shape));

@@ -86,7 +86,11 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   };
   KOLO_RETURN_IF_ERROR(bytes("KOLO_FUSION_THRESHOLD", &c.fusion_threshold_bytes, 0));
   KOLO_RETURN_IF_ERROR(bytes("KOLO_CPU_CHUNK_BYTES", &c.cpu_chunk_bytes, 4096));
-  KOLO_RETURN_IF_ERROR(bytes("KOLO_SHM_ARENA_BYTES", &c.shm_arena_bytes, 0));
+  if (auto v = lookup("KOLO_SHM_ARENA_BYTES")) {
+    c.shm_arena_auto = *v == "auto";
+    if (!c.shm_arena_auto && !parse_bytes(*v, &c.shm_arena_bytes))
+      return bad_value("KOLO_SHM_ARENA_BYTES", *v, "auto, or a byte count such as 0 (none), 256M or 1G");
+  }
   KOLO_RETURN_IF_ERROR(seconds("KOLO_CYCLE_TIME", &c.cycle_time_ms, "milliseconds", true));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_CHECK_TIME_SECONDS", &c.stall_check_seconds, "seconds", false));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_SHUTDOWN_TIME_SECONDS", &c.stall_shutdown_seconds, "seconds", false));

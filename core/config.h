@@ -30,8 +30,11 @@ struct Config {
   // CPU reductions run in pieces of this many bytes, so each piece stays in cache (KOLO_CPU_CHUNK_BYTES).
   size_t cpu_chunk_bytes = 1u << 20;
   CpuOperations cpu_operations = CpuOperations::kAuto;  // KOLO_CPU_OPERATIONS
-  // Per rank: kolo::allocate_shared's capacity (kolo/memory.h), reserved in /dev/shm at
-  // init; 0 = none (KOLO_SHM_ARENA_BYTES).
+  // Per rank: kolo::allocate_shared's capacity (kolo/memory.h), reserved (not backed) in
+  // /dev/shm at init (KOLO_SHM_ARENA_BYTES). `auto` (the default): the shm executor sizes it
+  // from /dev/shm, or makes none where it cannot (ShmExecutor::Options::arena_auto);
+  // otherwise shm_arena_bytes, 0 = none.
+  bool shm_arena_auto = true;
   size_t shm_arena_bytes = 0;
   // GPU executor: auto (NCCL unless ranks share a GPU, then host-staged), nccl, staged.
   std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS

@@ -42,6 +42,8 @@ class MpiBackend final : public Backend {
     MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &topo_.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &topo_.size);
+    // Now, not after init: the executors' set-up logs (why no shm, no arena) must show.
+    set_log_context(config.log_level, topo_.rank);
     if (config.ranks_per_host_override > 0) {
       MPI_Comm_split(MPI_COMM_WORLD, topo_.rank / config.ranks_per_host_override, topo_.rank, &local_);
     } else {
@@ -80,6 +82,7 @@ class MpiBackend final : public Backend {
     shm::ShmExecutor::Options so;
     so.peer_timeout = std::chrono::seconds(60);
     so.arena_bytes = config.shm_arena_bytes;  // kolo/memory.h
+    so.arena_auto = config.shm_arena_auto;
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());

@@ -19,13 +19,18 @@
 // 11-bit precision (fine for gradients; not for parameters, which are never compressed).
 // local_weight: multiplies this rank's gradient before averaging (sampler's
 // local_weight() for unequal per-rank batches).
-// shared_gradients (default on): when kolo has shared memory for this (kolo/memory.h,
-// KOLO_SHM_ARENA_BYTES), the constructor moves the store's gradient buffer into it, so the
-// allreduces are zero-copy (ranks of a host read each other's gradients in place). Without
-// enough shared memory the gradients stay private (gradients_shared() says which); every
-// rank decides alike because every rank has the same capacity and allocates alike. The
-// shared buffer lives until kolo::shutdown(): destroy the optimizer's model or stop using
-// its gradients before shutting down.
+// shared_gradients (default on): when kolo has shared memory for this (kolo/memory.h; by
+// default on one host with several ranks, KOLO_SHM_ARENA_BYTES=auto), the constructor moves
+// the store's gradient buffer into it, so the allreduces are zero-copy (ranks of a host read
+// each other's gradients in place). Allocation commits /dev/shm pages and can fail on one
+// rank only, so the constructor then agrees with every rank (a one-int allreduce named
+// "kolo.distributed_optimizer.shared_gradients.<n>", n counting constructions: construct
+// optimizers in the same order on every rank) and shares only if all ranks could; otherwise
+// every rank keeps private gradients (gradients_shared() says which; the reason is logged
+// at info level). Where kolo has shared memory (on every rank alike) the constructor is
+// therefore collective; without it, it makes no collective call. The shared
+// buffer lives until kolo::shutdown(): destroy the optimizer's model or stop using its
+// gradients before shutting down.
 //
 // Memory: while an allreduce is in flight, its gradient tensor belongs to kolo; the
 // model's backward only writes other layers' gradients, and step() waits before touching.
@@ -81,6 +86,7 @@ class DistributedOptimizer {
 
  private:
   void submit(int index);
+  void place_gradients();  // shared_gradients: see the header comment
 
   std::unique_ptr<Optimizer> inner_;
   DistributedOptions options_;

@@ -117,7 +117,7 @@ void print_result(const Options& o, const Result& r) {
               r.oversubscribed ? " (OVERSUBSCRIBED: more ranks x threads than cores)" : "");
   if (kolo::shared_memory_capacity() > 0) {
     std::printf("# kolo shared memory (KOLO_SHM_ARENA_BYTES): %zu of %zu bytes per rank in use (the "
-                "DistributedOptimizer's gradients when they fit: zero-copy allreduce)\n",
+                "DistributedOptimizer's gradients when every rank could allocate them: zero-copy allreduce)\n",
                 kolo::shared_memory_capacity() - kolo::shared_memory_available(), kolo::shared_memory_capacity());
   }
   std::printf("# throughput over the timed window (slowest rank's); step time: median over steps of the "

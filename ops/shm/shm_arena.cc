@@ -1,6 +1,7 @@
 // Shared gradient memory for zero-copy allreduce: ops/shm/shm_arena.h.
 #include "ops/shm/shm_arena.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -8,7 +9,8 @@ namespace kolo::shm {
 namespace {
 
 constexpr uint64_t kArenaMagic = 0x316172656e61'6b6fULL;  // "koarena1" (LE-ish); any constant
-constexpr size_t kHeader = 4096;  // magic + sizes; regions start page-aligned after it
+constexpr size_t kPage = 4096;
+constexpr size_t kHeader = kPage;  // magic + sizes; regions start page-aligned after it
 
 struct ArenaHeader {
   uint64_t magic;
@@ -45,16 +47,52 @@ Status ShmArena::create(const Options& o, const Agree& agree, std::unique_ptr<Sh
     return Status::ok();
   };
   KOLO_RETURN_IF_ERROR(SharedMapping::establish(o.name, total, o.local_rank == 0, agree, init,
-                                                on_mapped, &a->mapping_));
+                                                on_mapped, &a->mapping_, Commit::kLazy));
   *out = std::move(a);
   return Status::ok();
 }
 
-void* ShmArena::allocate(size_t bytes) {
+void* ShmArena::allocate(size_t bytes, Status* why) {
   const size_t at = (used_ + 63) / 64 * 64;
-  if (at > bytes_per_rank_ || bytes > bytes_per_rank_ - at) return nullptr;
+  if (at > bytes_per_rank_ || bytes > bytes_per_rank_ - at) {
+    if (why != nullptr) {
+      *why = Status::invalid_argument("shared memory arena: " + std::to_string(bytes) + " bytes asked, " +
+                                      std::to_string(available()) + " of " + std::to_string(bytes_per_rank_) +
+                                      " left");
+    }
+    return nullptr;
+  }
+  if (at + bytes > committed_) {
+    const size_t region_offset = kHeader + static_cast<size_t>(local_rank_) * bytes_per_rank_;
+    Status s = mapping_.commit(region_offset + committed_, at + bytes - committed_);
+    if (!s.is_ok()) {
+      if (why != nullptr) {
+        *why = Status::communication("shared memory arena: " + std::to_string(bytes) + " bytes asked: " + s.message());
+      }
+      return nullptr;
+    }
+    committed_ = std::min(bytes_per_rank_, (at + bytes + kPage - 1) / kPage * kPage);
+  }
+  last_ = region(local_rank_) + at;
+  used_before_last_ = used_;
   used_ = at + bytes;
-  return region(local_rank_) + at;
+  return last_;
+}
+
+bool ShmArena::release_last(void* p) {
+  if (p == nullptr || p != last_) return false;
+  char* base = region(local_rank_);
+  used_ = used_before_last_;
+  last_ = nullptr;
+  // Whole pages above the new top go back to /dev/shm; the part of a page below it that the
+  // released allocation used is zeroed, so memory still reads zero on first use.
+  const size_t keep = std::min(committed_, (used_ + kPage - 1) / kPage * kPage);
+  const size_t region_offset = kHeader + static_cast<size_t>(local_rank_) * bytes_per_rank_;
+  if (committed_ > keep && mapping_.decommit(region_offset + keep, committed_ - keep).is_ok()) {
+    committed_ = keep;
+  }
+  std::memset(base + used_, 0, committed_ - used_);
+  return true;
 }
 
 bool ShmArena::contains(const void* p, size_t bytes) const {

@@ -1,6 +1,7 @@
 // kolo's shared-memory Executor: ops/shm/shm_executor.h.
 #include "ops/shm/shm_executor.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,29 @@ std::string segment_name(MPI_Comm world, MPI_Comm local, int world_rank) {
   return "/kolo-" + std::to_string(id[0]) + "-" + std::to_string(id[1]) + "-" + std::to_string(leader);
 }
 
+// KOLO_SHM_ARENA_BYTES=auto: per rank min(2 GiB, size of /dev/shm / local ranks), rounded
+// down to 4 KiB, where zero copy applies (one host, at least two ranks); 0 and *why
+// elsewhere. Collective over `local` (local rank 0's statvfs decides, so the host agrees).
+size_t auto_arena_bytes(const Topology& topo, MPI_Comm local, std::string* why) {
+  if (topo.local_size != topo.size) {
+    *why = "KOLO_SHM_ARENA_BYTES=auto makes none across several hosts (zero copy is for one host)";
+    return 0;
+  }
+  if (topo.local_size < 2) {
+    *why = "KOLO_SHM_ARENA_BYTES=auto makes none for a single rank (nothing to share with)";
+    return 0;
+  }
+  unsigned long long total = 0;
+  struct statvfs fs {};
+  if (topo.local_rank == 0 && statvfs("/dev/shm", &fs) == 0) {
+    total = static_cast<unsigned long long>(fs.f_blocks) * fs.f_frsize;
+  }
+  MPI_Bcast(&total, 1, MPI_UNSIGNED_LONG_LONG, 0, local);
+  const size_t bytes = std::min<size_t>(kAutoArenaMaxBytes, total / static_cast<size_t>(topo.local_size)) / 4096 * 4096;
+  if (bytes == 0) *why = "KOLO_SHM_ARENA_BYTES=auto: /dev/shm's size is unknown or too small";
+  return bytes;
+}
+
 }  // namespace
 
 Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local, MPI_Comm cross,
@@ -37,24 +61,47 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   o.peer_timeout = options.peer_timeout;
   o.arena_chunk_bytes = options.arena_chunk_bytes;
   Status s = ShmGroup::create(o, mpi_agree(local), &x->group_);
-  if (s.is_ok() && options.arena_bytes > 0) {
-    s = ShmArena::create({o.name + "-g", topo.local_rank, topo.local_size, options.arena_bytes},
-                         mpi_agree(local), &x->arena_);
+  // The arena: explicit size (failure fails the executor, as the user asked for it) or auto
+  // (failure only means no arena). Every rank of a host reaches the same branch: the group
+  // and the arena are created or refused on all of them alike.
+  std::string why_none = "KOLO_SHM_ARENA_BYTES=0";
+  if (s.is_ok()) {
+    const size_t bytes = options.arena_auto ? auto_arena_bytes(topo, local, &why_none) : options.arena_bytes;
+    if (bytes > 0) {
+      Status a = ShmArena::create({o.name + "-g", topo.local_rank, topo.local_size, bytes}, mpi_agree(local),
+                                  &x->arena_);
+      if (!a.is_ok() && options.arena_auto) {
+        why_none = "KOLO_SHM_ARENA_BYTES=auto could not set it up: " + a.message();
+        KOLO_LOG(LogLevel::kInfo, "shared memory: no zero-copy arena: " << a.message());
+      } else if (!a.is_ok()) {
+        s = a;
+      }
+    }
   }
-  // Every host must have its group, or no rank may use one (executor choice must agree).
-  int ok = s.is_ok() ? 1 : 0, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, world);
+  // Every host must have its group, or no rank may use one (executor choice must agree);
+  // and every rank its arena, or none keeps one (allocate_shared must agree too).
+  int ok[2] = {s.is_ok() ? 1 : 0, x->arena_ != nullptr ? 1 : 0}, all[2] = {0, 0};
+  MPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, world);
   if (!s.is_ok()) return s;
-  if (all == 0) return Status::communication("shared memory: another host could not set up its segment");
+  if (all[0] == 0) return Status::communication("shared memory: another host could not set up its segment");
+  if (all[1] == 0 && x->arena_ != nullptr) {
+    x->arena_.reset();
+    why_none = "KOLO_SHM_ARENA_BYTES=auto: another rank could not set up its arena";
+    KOLO_LOG(LogLevel::kInfo, "shared memory: no zero-copy arena: another rank could not set one up");
+  }
+  if (x->arena_ != nullptr) {
+    KOLO_LOG(LogLevel::kDebug, "shared memory: zero-copy arena of " << x->arena_->bytes_per_rank()
+                                                                    << " bytes per rank reserved (committed as used)");
+  }
   x->single_host_ = topo.local_size == topo.size;
   x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size};
-  if (x->arena_ != nullptr) publish_arena(x->arena_.get());
+  publish_arena(x->arena_.get(), why_none);
   *out = std::move(x);
   return Status::ok();
 }
 
 ShmExecutor::~ShmExecutor() {
-  if (arena_ != nullptr) publish_arena(nullptr);  // kolo/memory.h: valid until shutdown
+  publish_arena(nullptr);  // kolo/memory.h: valid until shutdown
 }
 
 bool ShmExecutor::accepts(const Response& r) const {

@@ -8,8 +8,8 @@
 // which every rank shares, so every rank picks the same executor.
 //
 // A fused allreduce is reduced in place on the tensors themselves (ShmGroup takes a list of
-// pieces), so there is no copy into and out of a fusion buffer. With Options::arena_bytes a
-// ShmArena is created too and published as the memory behind kolo/memory.h
+// pieces), so there is no copy into and out of a fusion buffer. With Options::arena_bytes
+// (or arena_auto) a ShmArena is created too and published as the memory behind kolo/memory.h
 // (allocate_shared): a trainer that allocates its gradients there gets the zero-copy path
 // (on one host) for every response whose tensors all lie in it and that is larger than the
 // one-step path's limit (below it one barrier beats zero copy's three). All ranks must then
@@ -34,6 +34,9 @@
 
 namespace kolo::shm {
 
+// The largest arena per rank that KOLO_SHM_ARENA_BYTES=auto reserves.
+constexpr size_t kAutoArenaMaxBytes = size_t{2} << 30;
+
 class ShmExecutor final : public Executor {
  public:
   struct Options {
@@ -42,14 +45,20 @@ class ShmExecutor final : public Executor {
     size_t chunk_bytes = 4u << 20;
     size_t small_bytes = ShmGroup::Options{}.small_bytes;
     std::chrono::milliseconds peer_timeout = ShmGroup::Options{}.peer_timeout;
-    size_t arena_bytes = 0;  // per rank; 0 = no arena
+    // The zero-copy arena (kolo/memory.h), per rank; 0 = none. Reserved lazily: pages are
+    // committed as allocate_shared() hands them out. Failure to set it up fails create().
+    size_t arena_bytes = 0;
+    // Instead (KOLO_SHM_ARENA_BYTES=auto): where zero copy applies (one host, >= 2 ranks),
+    // min(kAutoArenaMaxBytes, size of /dev/shm / local ranks); if it cannot be set up,
+    // create() carries on without one (info log), on every rank alike.
+    bool arena_auto = false;
     size_t arena_chunk_bytes = ShmGroup::Options{}.arena_chunk_bytes;
   };
 
   // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of
   // this host, ordered by world rank; `cross`: on local rank 0, the local rank 0s of all
   // hosts. Fails on every rank if it fails on any host, so that no rank uses shared memory
-  // while another does not.
+  // while another does not; likewise every rank has an arena or none does.
   static Status create(const Topology& topo, MPI_Comm world, MPI_Comm local, MPI_Comm cross,
                        const Options& options, std::unique_ptr<ShmExecutor>* out);
 
@@ -59,7 +68,7 @@ class ShmExecutor final : public Executor {
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
 
   ShmGroup& group() { return *group_; }
-  // The shared gradient memory, or nullptr without Options::arena_bytes.
+  // The shared gradient memory, or nullptr without one (Options::arena_bytes/arena_auto).
   ShmArena* arena() { return arena_.get(); }
 
  private:

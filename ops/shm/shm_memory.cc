@@ -1,7 +1,8 @@
 // kolo/memory.h over the ShmExecutor's arena: allocate_shared and its queries.
 //
-// The executor publishes its arena here when it is created and withdraws it before the
-// arena is destroyed (at shutdown); a mutex orders both against allocations from any thread.
+// The executor publishes its arena here when it is created (or why it has none) and
+// withdraws it before the arena is destroyed (at shutdown); a mutex orders both against
+// allocations from any thread.
 #include <mutex>
 #include <string>
 
@@ -13,18 +14,26 @@
 namespace kolo {
 namespace {
 
+const char* const kNoExecutor =
+    "the shared-memory executor is not in use (KOLO_CPU_OPERATIONS=mpi, an MPI-only build, or its set-up failed)";
+
 std::mutex& arena_mutex() {
   static std::mutex m;
   return m;
 }
 shm::ShmArena* g_arena = nullptr;  // guarded by arena_mutex()
+std::string& no_arena_reason() {   // guarded by arena_mutex()
+  static std::string r = kNoExecutor;
+  return r;
+}
 
 }  // namespace
 
 namespace shm {
-void publish_arena(ShmArena* arena) {
+void publish_arena(ShmArena* arena, const std::string& why_none) {
   std::lock_guard<std::mutex> lock(arena_mutex());
   g_arena = arena;
+  no_arena_reason() = why_none.empty() ? kNoExecutor : why_none;
 }
 }  // namespace shm
 
@@ -33,19 +42,27 @@ void* allocate_shared(size_t bytes) {
   if (g_arena == nullptr) {
     throw Error(Status::invalid_argument(
         is_initialized()
-            ? "kolo::allocate_shared: no shared memory in this job: set KOLO_SHM_ARENA_BYTES (per rank, "
-              "e.g. 256M) before init(), and keep the shared-memory executor (KOLO_CPU_OPERATIONS auto or shm)"
+            ? "kolo::allocate_shared: no shared memory in this job: " + no_arena_reason() +
+                  ". KOLO_SHM_ARENA_BYTES (per rank, e.g. 256M) asks for it explicitly; keep the "
+                  "shared-memory executor (KOLO_CPU_OPERATIONS auto or shm)"
             : "kolo::allocate_shared: kolo is not initialised (call kolo::init() first; memory from "
               "allocate_shared is valid until kolo::shutdown())"));
   }
-  void* p = g_arena->allocate(bytes);
-  if (p == nullptr) {
+  Status why;
+  void* p = g_arena->allocate(bytes, &why);
+  if (p != nullptr) return p;
+  if (why.code() == Status::Code::kInvalidArgument) {  // capacity, not /dev/shm
     throw Error(Status::invalid_argument(
         "kolo::allocate_shared(" + std::to_string(bytes) + " bytes): only " +
         std::to_string(g_arena->available()) + " of the " + std::to_string(g_arena->bytes_per_rank()) +
         " bytes per rank are left (raise KOLO_SHM_ARENA_BYTES)"));
   }
-  return p;
+  throw Error(Status::communication("kolo::allocate_shared(" + std::to_string(bytes) + " bytes): " + why.message()));
+}
+
+bool release_shared(void* p) {
+  std::lock_guard<std::mutex> lock(arena_mutex());
+  return g_arena != nullptr && g_arena->release_last(p);
 }
 
 size_t shared_memory_available() {

@@ -6,8 +6,14 @@
 // mapped it: the mapping stays valid after unlink, and nothing is left in /dev/shm if a
 // process dies later.
 //
-// Ownership: a SharedMapping owns its mapping (munmap in the destructor); it never owns the
-// name — unlink() is an explicit step of the creation protocol (see shm_group.cc).
+// Commit: by default (Commit::kEager) every page is reserved in /dev/shm at creation
+// (posix_fallocate) and pre-faulted, so a full /dev/shm is an error at set-up, never a SIGBUS
+// later. Commit::kLazy (ShmArena) only sizes the segment (sparse: costs nothing) and commits
+// its first page (the header); the owner of a range calls commit() before touching it.
+//
+// Ownership: a SharedMapping owns its mapping (munmap in the destructor) and, when lazy, a
+// descriptor of the segment (closed with it); it never owns the name — unlink() is an
+// explicit step of the creation protocol (see shm_group.cc).
 // Thread safety: none needed; created and destroyed by the coordinator thread.
 #pragma once
 
@@ -24,6 +30,8 @@ namespace kolo::shm {
 // a pipe to a parent in tests).
 using Agree = std::function<Status(bool ok_here, bool* ok_everywhere)>;
 
+enum class Commit { kEager, kLazy };
+
 class SharedMapping {
  public:
   SharedMapping() = default;
@@ -35,9 +43,11 @@ class SharedMapping {
 
   // Creates `name` with `bytes` zero bytes and maps it. A stale segment of the same name (a
   // crashed earlier job that used the same name) is removed first: names are per job.
-  static Status create(const std::string& name, size_t bytes, SharedMapping* out);
+  static Status create(const std::string& name, size_t bytes, SharedMapping* out,
+                       Commit commit = Commit::kEager);
   // Maps an existing segment `name`, which must be exactly `bytes` long.
-  static Status open(const std::string& name, size_t bytes, SharedMapping* out);
+  static Status open(const std::string& name, size_t bytes, SharedMapping* out,
+                     Commit commit = Commit::kEager);
   // Removes the name (not the memory). Missing names are not an error.
   static Status unlink(const std::string& name);
 
@@ -48,8 +58,21 @@ class SharedMapping {
   // before any collective runs. Fails on every rank if it fails on one.
   static Status establish(const std::string& name, size_t bytes, bool creator, const Agree& agree,
                           const std::function<void(void* base)>& init,
-                          const std::function<Status(void* base)>& on_mapped, SharedMapping* out);
+                          const std::function<Status(void* base)>& on_mapped, SharedMapping* out,
+                          Commit commit = Commit::kEager);
 
+  // Lazy mappings only: reserves [offset, offset + bytes) of the segment in /dev/shm
+  // (posix_fallocate; rounded out to whole pages) and pre-faults it. On failure nothing is
+  // reserved and the error names /dev/shm, the bytes and the errno text; the range must
+  // then not be touched. Committing a range twice is harmless.
+  Status commit(size_t offset, size_t bytes);
+  // Lazy mappings only: gives the pages wholly inside [offset, offset + bytes) back to
+  // /dev/shm (they read as zero again). Nobody may touch them until they are re-committed.
+  Status decommit(size_t offset, size_t bytes);
+  // Test hook, process-wide: while `err` is non-zero every commit() fails as if the kernel
+  // had returned it (the real failure is tested with a range larger than /dev/shm; this one
+  // fails a single rank, which a shared /dev/shm cannot). 0 restores normal commits.
+  static void fail_commits_for_test(int err);
   // Checks the form POSIX requires of a portable name: "/" then 1..200 characters, no "/".
   static Status validate_name(const std::string& name);
 
@@ -59,8 +82,11 @@ class SharedMapping {
 
  private:
   void reset();
+  Status adopt(int fd, const std::string& name, size_t bytes, Commit commit);
   void* data_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;        // lazy mappings keep the segment open for commit()
+  std::string name_;   // for messages
 };
 
 }  // namespace kolo::shm

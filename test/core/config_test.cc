@@ -29,6 +29,25 @@ TEST_CASE("defaults apply when nothing is set", "[config]") {
   CHECK(c.stall_check_seconds == 60.0);
   CHECK(c.stall_shutdown_seconds == 0.0);
   CHECK(c.burst_hold_us == 100);
+  CHECK(c.shm_arena_auto);
+}
+
+TEST_CASE("KOLO_SHM_ARENA_BYTES: auto, a byte count, or 0", "[config]") {
+  Config c;
+  REQUIRE(parse({{"KOLO_SHM_ARENA_BYTES", "auto"}}, &c).is_ok());
+  CHECK(c.shm_arena_auto);
+  REQUIRE(parse({{"KOLO_SHM_ARENA_BYTES", "256M"}}, &c).is_ok());
+  CHECK_FALSE(c.shm_arena_auto);
+  CHECK(c.shm_arena_bytes == 256u << 20);
+  REQUIRE(parse({{"KOLO_SHM_ARENA_BYTES", "0"}}, &c).is_ok());
+  CHECK_FALSE(c.shm_arena_auto);
+  CHECK(c.shm_arena_bytes == 0);
+  for (const char* bad : {"AUTO", "", "-1", "1T", "auto "}) {
+    Status s = parse({{"KOLO_SHM_ARENA_BYTES", bad}}, &c);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.message() == "KOLO_SHM_ARENA_BYTES=\"" + std::string(bad) +
+                             "\" is not valid: expected auto, or a byte count such as 0 (none), 256M or 1G");
+  }
 }
 
 TEST_CASE("accepted forms are parsed", "[config]") {

@@ -1,9 +1,14 @@
 // kolo/memory.h through the runtime: allocate_shared, and the zero-copy allreduce of tensors
 // that live there — bitwise the same as the copy path, on every rank. CTest runs this group
-// with KOLO_SHM_ARENA_BYTES set (np 2, 4, and two pretend hosts) and without it.
+// with KOLO_SHM_ARENA_BYTES set (np 2, 4, and two pretend hosts; larger than /dev/shm), with
+// its default (auto) and with 0 (none).
 #include <mpi.h>
+#include <sys/statvfs.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -55,7 +60,52 @@ void allreduce_all(const std::vector<TensorView>& views, const std::string& pref
   for (auto& h : hs) wait_ok(h);
 }
 
+// The size of /dev/shm (0 when unknown).
+size_t dev_shm_bytes() {
+  struct statvfs fs {};
+  if (statvfs("/dev/shm", &fs) != 0) return 0;
+  return static_cast<size_t>(fs.f_blocks) * fs.f_frsize;
+}
+
 }  // namespace
+
+TEST_CASE("by default (auto) one host with several ranks has an arena sized from /dev/shm", "[shared-memory]") {
+  for (const char* knob : {"KOLO_SHM_ARENA_BYTES", "KOLO_CPU_OPERATIONS", "KOLO_TEST_RANKS_PER_HOST"}) {
+    if (std::getenv(knob) != nullptr) return;  // not the default configuration
+  }
+  if (size() < 2 || local_size() != size()) {
+    CHECK(shared_memory_capacity() == 0);  // auto: nothing to share with, or several hosts
+    return;
+  }
+  const size_t fs = dev_shm_bytes();
+  const size_t expected = std::min<size_t>(size_t{2} << 30, fs / static_cast<size_t>(local_size())) / 4096 * 4096;
+  CHECK(expected > 0);
+  CHECK(shared_memory_capacity() == expected);
+}
+
+TEST_CASE("an allocation /dev/shm cannot back throws naming /dev/shm, the bytes and the errno", "[shared-memory]") {
+  // Needs an arena larger than /dev/shm (mpi.np2.shared-memory.oversized: 1024G): reserving
+  // it costs nothing, committing more than the filesystem holds fails up front.
+  const size_t fs = dev_shm_bytes();
+  if (fs == 0 || shared_memory_available() < fs + (1u << 20)) return;
+  const size_t before = shared_memory_available();
+  const size_t big = fs + 4096;
+  try {
+    allocate_shared(big);
+    FAIL("an allocation larger than /dev/shm succeeded");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    INFO(m);
+    CHECK(m.find("/dev/shm") != std::string::npos);
+    CHECK(m.find(std::to_string(big)) != std::string::npos);
+    CHECK(m.find(std::strerror(ENOSPC)) != std::string::npos);
+  }
+  CHECK(shared_memory_available() == before);  // a failed allocation takes nothing
+  auto* p = static_cast<unsigned char*>(allocate_shared(4096));
+  CHECK(p[4095] == 0);
+  CHECK(release_shared(p));
+  CHECK(shared_memory_available() == before);
+}
 
 TEST_CASE("allocate_shared without shared memory throws naming the knob", "[shared-memory]") {
   if (shared_memory_capacity() != 0) return;  // this run has KOLO_SHM_ARENA_BYTES

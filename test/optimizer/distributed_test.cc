@@ -5,13 +5,16 @@
 // The model is LeNet (no BatchNorm): BatchNorm normalises with per-rank batch statistics,
 // which legitimately differ from the statistics of the combined batch.
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 
 #include "kolo/kolo.h"
 #include "nn/data.h"
 #include "nn/loss.h"
 #include "nn/models.h"
 #include "nn/sampler.h"
+#include "ops/shm/shm_segment.h"
 #include "optimizer/distributed_optimizer.h"
 
 using namespace kolo;
@@ -47,8 +50,9 @@ std::unique_ptr<nn::Model> train_distributed(const std::string& kind, int k, boo
   auto m = nn::make_model("lenet", {1, 28, 28}, 10, 5);
   nn::ShardedSampler s(512, kolo::rank(), kolo::size(), kBatch, 3);
   DistributedOptimizer opt(make_opt(kind, m->params()), {k, fp16, 1.0});
-  // With KOLO_SHM_ARENA_BYTES (trainer.np2.dist_sync.shared-grads) the gradients move into
-  // kolo's shared memory and every allreduce takes the zero-copy path.
+  // With an arena (by default on one host; trainer.np2.dist_sync.shared-grads sets one
+  // explicitly) the gradients move into kolo's shared memory and the larger allreduces take
+  // the zero-copy path.
   if (shared_memory_capacity() > 0 && !fp16) CHECK(opt.gradients_shared());
   broadcast_model(*m, 0);
   for (int b = 0; b < kSteps * k; ++b) {
@@ -173,4 +177,53 @@ TEST_CASE("Per-rank weights keep the averaged gradient the global mean", "[dist_
   const double diff = max_relative_difference(*m, *ref, &where);
   INFO("worst tensor " << where << ", relative difference " << diff);
   CHECK(diff < 1e-5);
+}
+
+TEST_CASE("By default, several ranks on one host share their gradients", "[dist_sync][shared]") {
+  for (const char* knob : {"KOLO_SHM_ARENA_BYTES", "KOLO_CPU_OPERATIONS", "KOLO_TEST_RANKS_PER_HOST"}) {
+    if (std::getenv(knob) != nullptr) return;  // not the default configuration
+  }
+  auto m = nn::make_model("lenet", {1, 28, 28}, 10, 5);
+  DistributedOptimizer opt(make_opt("sgd", m->params()), {});
+  const bool expected = kolo::size() > 1 && kolo::local_size() == kolo::size();
+  CHECK(opt.gradients_shared() == expected);
+  CHECK((shared_memory_capacity() > 0) == expected);
+}
+
+TEST_CASE("One rank that cannot allocate shared gradients makes every rank keep private ones",
+          "[dist_sync][shared]") {
+  if (shared_memory_capacity() == 0 || kolo::size() < 2) return;  // nothing to disagree about
+  auto m = nn::make_model("lenet", {1, 28, 28}, 10, 5);
+  nn::ShardedSampler s(512, kolo::rank(), kolo::size(), kBatch, 3);
+  const size_t before = shared_memory_available();
+  // The last rank's /dev/shm "fills up": its commit fails, the others' succeed.
+  const bool fails_here = kolo::rank() == kolo::size() - 1;
+  if (fails_here) shm::SharedMapping::fail_commits_for_test(ENOSPC);
+  DistributedOptimizer opt(make_opt("sgd", m->params()), {});
+  shm::SharedMapping::fail_commits_for_test(0);
+  CHECK_FALSE(opt.gradients_shared());
+  // The ranks that allocated gave it back: every rank's next allocation lies at the same offset.
+  CHECK(shared_memory_available() == before);
+  broadcast_model(*m, 0);
+  for (int b = 0; b < kSteps; ++b) {
+    pass(*m, s.batch(b), opt.hook());
+    if (opt.step()) opt.zero_grad();
+  }
+  auto ref = train_reference("sgd", 1);
+  std::string where;
+  const double diff = max_relative_difference(*m, *ref, &where);
+  INFO("worst tensor " << where << ", relative difference " << diff);
+  CHECK(diff < 1e-5);
+  CHECK(same_on_all_ranks(*m));
+  // And the next optimizer, with /dev/shm back, shares again (same offsets on every rank:
+  // its allreduces would be a mismatch otherwise).
+  auto m2 = nn::make_model("lenet", {1, 28, 28}, 10, 5);
+  DistributedOptimizer opt2(make_opt("sgd", m2->params()), {});
+  CHECK(opt2.gradients_shared());
+  broadcast_model(*m2, 0);
+  for (int b = 0; b < kSteps; ++b) {
+    pass(*m2, s.batch(b), opt2.hook());
+    if (opt2.step()) opt2.zero_grad();
+  }
+  CHECK(max_relative_difference(*m2, *ref, &where) < 1e-5);
 }

@@ -2,9 +2,11 @@
 // rank-ordered reference, and every failure path — a dead peer, a late peer, mismatched
 // calls, cleanup of the segment name. See fork_ranks.h for why these do not use mpirun.
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
 #include <algorithm>
 #include <cstring>
@@ -474,6 +476,64 @@ TEST_CASE("shm allreduce_in_arena on one rank and the slot path on another is a 
     }
     return std::string();
   });
+}
+
+// The size of /dev/shm (0 when unknown).
+size_t dev_shm_bytes() {
+  struct statvfs fs {};
+  if (statvfs("/dev/shm", &fs) != 0) return 0;
+  return static_cast<size_t>(fs.f_blocks) * fs.f_frsize;
+}
+
+TEST_CASE("shm arena is reserved lazily: larger than /dev/shm, committed as allocated, clean ENOSPC",
+          "[shm][arena][failure]") {
+  const size_t fs_bytes = dev_shm_bytes();
+  if (fs_bytes == 0 || fs_bytes > (size_t{1} << 40)) return;  // no bounded tmpfs to exceed
+  // Each rank's region alone is larger than /dev/shm: an eager reservation could not exist.
+  const size_t region = fs_bytes + (size_t{1} << 30);
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) -> std::string {
+    std::unique_ptr<ShmArena> arena;
+    Status s = ShmArena::create({name, rank, 2, region}, agree, &arena);
+    if (!s.is_ok()) return "create: " + s.to_string();
+    auto* a = static_cast<unsigned char*>(arena->allocate(100000));
+    if (a == nullptr) return std::string("a small allocation failed");
+    for (size_t i = 0; i < 100000; i += 997) {
+      if (a[i] != 0) return std::string("fresh memory is not zero");
+    }
+    std::memset(a, 0xab, 100000);
+    // More than the whole filesystem: tmpfs refuses it up front, taking no memory.
+    const size_t before = arena->available();
+    const size_t big = fs_bytes + 4096;
+    Status why;
+    if (arena->allocate(big, &why) != nullptr) return std::string("an allocation larger than /dev/shm succeeded");
+    const std::string m = why.message();
+    if (m.find("/dev/shm") == std::string::npos || m.find(std::to_string(big)) == std::string::npos ||
+        m.find(std::strerror(ENOSPC)) == std::string::npos) {
+      return "unclear error: " + why.to_string();
+    }
+    if (arena->available() != before) return std::string("a failed allocation took capacity");
+    // An injected failure (one rank only, as a shared /dev/shm can do): same clean path.
+    if (rank == 1) {
+      SharedMapping::fail_commits_for_test(ENOSPC);
+      void* p = arena->allocate(1u << 20, &why);
+      SharedMapping::fail_commits_for_test(0);
+      if (p != nullptr || why.message().find(std::strerror(ENOSPC)) == std::string::npos) {
+        return "injected failure not reported: " + why.to_string();
+      }
+    }
+    // release_last: the next allocation starts at the same place and reads zero again.
+    if (arena->release_last(a + 64)) return std::string("released something that is not the latest allocation");
+    if (!arena->release_last(a)) return std::string("could not release the latest allocation");
+    auto* b = static_cast<unsigned char*>(arena->allocate(200000));
+    if (b != a) return std::string("the allocation after a release moved");
+    for (size_t i = 0; i < 200000; i += 331) {
+      if (b[i] != 0) return std::string("released memory does not read zero");
+    }
+    return std::string();
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE_FALSE(segment_exists(name));
 }
 
 }  // namespace kolo::shm::testing
