@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/gpu/cuda_check.h"
+#include "ops/gpu/event_wait.h"
 #include "ops/gpu/nccl_types.h"
 #include "ops/mpi_util.h"
 
@@ -19,6 +20,7 @@ HierarchicalAllreduce::HierarchicalAllreduce(MPI_Comm data_comm, MPI_Comm local_
 }
 
 HierarchicalAllreduce::~HierarchicalAllreduce() {
+  if (staged_) cudaEventDestroy(staged_);
   if (comm_) ncclCommDestroy(comm_);
 }
 
@@ -73,7 +75,10 @@ Status HierarchicalAllreduce::allreduce(void* buf, size_t count, DType t, Reduce
   if (cross_size_ > 1) {
     KOLO_RETURN_IF_ERROR(host_.reserve(shard * esize));
     KOLO_CUDA_RETURN(cudaMemcpyAsync(host_.data(), shard_.data(), shard * esize, cudaMemcpyDeviceToHost, stream));
-    KOLO_CUDA_RETURN(cudaStreamSynchronize(stream));
+    // The shard must be on the host before MPI reads it: wait, bounded (event_wait.h).
+    if (!staged_) KOLO_CUDA_RETURN(cudaEventCreateWithFlags(&staged_, cudaEventDisableTiming));
+    KOLO_CUDA_RETURN(cudaEventRecord(staged_, stream));
+    KOLO_RETURN_IF_ERROR(wait_event_bounded(staged_, {comm_}, kGpuPeerTimeout, "the host-local NCCL reduce-scatter"));
     KOLO_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(MPI_IN_PLACE, host_.data(), static_cast<int>(shard), mpi_dtype(t),
                                                   mpi_reduce_op(t, op), cross_comm_),
                                     "MPI_Allreduce(across hosts)"));

@@ -43,7 +43,8 @@ class HierarchicalAllreduce {
   Status ensure_comm(int device);
   // Reduces `count` elements of `buf` (on the current device) with `op` over the whole job,
   // in place, ordered on `stream`. Kinds: Sum/Average (as Sum), Min, Max, Product.
-  // Returns after the work is enqueued, except that step 2 waits for step 1 on the host.
+  // Returns after the work is enqueued, except that step 2 waits for step 1 on the host
+  // (bounded by kGpuPeerTimeout, ops/gpu/event_wait.h: a stuck peer is an error, not a hang).
   Status allreduce(void* buf, size_t count, DType t, ReduceOp op, cudaStream_t stream);
 
   // The host-local communicator (null until ensure_comm succeeded).
@@ -58,6 +59,7 @@ class HierarchicalAllreduce {
   DeviceBuffer padded_;  // buffer rounded up to local_size shards, when it does not divide
   DeviceBuffer shard_;   // this rank's shard
   PinnedBuffer host_;    // the shard, for MPI across hosts
+  cudaEvent_t staged_ = nullptr;  // recorded after the shard's copy to host_
 };
 
 }  // namespace kolo::ops::gpu

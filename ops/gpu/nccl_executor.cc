@@ -1,8 +1,8 @@
 #include "ops/gpu/nccl_executor.h"
 
 #include <cstring>
-#include <thread>
 
+#include "ops/gpu/event_wait.h"
 #include "ops/gpu/nccl_types.h"
 #include "ops/mpi_util.h"
 
@@ -103,22 +103,10 @@ Status NcclExecutor::ensure_comm(int device) {
 
 Status NcclExecutor::finish() {
   KOLO_CUDA_RETURN(cudaEventRecord(done_, stream_));
-  // Poll instead of cudaEventSynchronize: an asynchronous NCCL error (a peer vanished, a
-  // network failure) would otherwise block the coordinator forever.
-  for (;;) {
-    const cudaError_t e = cudaEventQuery(done_);
-    if (e == cudaSuccess) return Status::ok();
-    if (e != cudaErrorNotReady) return fail(KOLO_CUDA_STATUS(e));
-    for (ncclComm_t c : {comm_, hier_ ? hier_->comm() : nullptr}) {
-      if (!c) continue;  // hierarchical mode may run without the world communicator
-      ncclResult_t async = ncclSuccess;
-      Status s = KOLO_NCCL_STATUS(ncclCommGetAsyncError(c, &async));
-      if (s.is_ok() && async != ncclSuccess && async != ncclInProgress)
-        s = nccl_status(async, "NCCL collective (asynchronous error)", __FILE__, __LINE__);
-      if (!s.is_ok()) return fail(s);
-    }
-    std::this_thread::yield();
-  }
+  // Polled with a bound (ops/gpu/event_wait.h): a vanished peer or a network failure ends
+  // the wait with an error instead of blocking the coordinator forever.
+  Status s = wait_event_bounded(done_, {comm_, hier_ ? hier_->comm() : nullptr}, kGpuPeerTimeout, "an NCCL collective");
+  return s.is_ok() ? s : fail(s);
 }
 
 Status NcclExecutor::prepare(const Response& r, const std::vector<TensorEntry>& entries) {
