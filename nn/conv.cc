@@ -61,66 +61,70 @@ int Conv2d::chunk_images(int batch) const {
   return std::clamp(kTargetColumns / hw, 1, std::max(batch, 1));
 }
 
-void Conv2d::im2col(const float* x, int nb, float* col) const {
+// One (input channel c, kernel row ki, kernel column kj) tap for one image: where the image's
+// plane c starts in the input, where the tap's row for the image starts in the column
+// matrix, and the output positions [oh_lo, oh_hi) x [ow_lo, ow_hi) whose input falls inside
+// the image (the others read padding).
+struct Conv2d::Tap {
+  int ki, kj;
+  int oh_lo, oh_hi, ow_lo, ow_hi;
+  int64_t in, col;
+};
+
+template <class Fn>
+void Conv2d::for_each_tap(int nb, Fn&& fn) const {
   const int k = spec_.kernel, s = spec_.stride, p = spec_.padding;
-  const int hw = out_h_ * out_w_;
-  const int64_t cols = static_cast<int64_t>(nb) * hw;
-  const int64_t in_plane = static_cast<int64_t>(in_h_) * in_w_;
+  const int64_t hw = int64_t{out_h_} * out_w_, cols = nb * hw;
+  const int64_t in_plane = int64_t{in_h_} * in_w_;
+  Tap t{};
   for (int c = 0; c < in_c_; ++c) {
-    for (int ki = 0; ki < k; ++ki) {
-      int oh_lo, oh_hi;
-      valid_range(out_h_, in_h_, s, p, ki, &oh_lo, &oh_hi);
-      for (int kj = 0; kj < k; ++kj) {
-        int ow_lo, ow_hi;
-        valid_range(out_w_, in_w_, s, p, kj, &ow_lo, &ow_hi);
-        float* row = col + ((static_cast<int64_t>(c) * k + ki) * k + kj) * cols;
+    for (t.ki = 0; t.ki < k; ++t.ki) {
+      valid_range(out_h_, in_h_, s, p, t.ki, &t.oh_lo, &t.oh_hi);
+      for (t.kj = 0; t.kj < k; ++t.kj) {
+        valid_range(out_w_, in_w_, s, p, t.kj, &t.ow_lo, &t.ow_hi);
+        const int64_t row = ((int64_t{c} * k + t.ki) * k + t.kj) * cols;
         for (int n = 0; n < nb; ++n) {
-          const float* src = x + (static_cast<int64_t>(n) * in_c_ + c) * in_plane;
-          float* dst = row + static_cast<int64_t>(n) * hw;
-          std::fill(dst, dst + oh_lo * out_w_, 0.0f);
-          for (int oh = oh_lo; oh < oh_hi; ++oh) {
-            float* d = dst + oh * out_w_;
-            const float* srow = src + (oh * s - p + ki) * in_w_ - p + kj;
-            std::fill(d, d + ow_lo, 0.0f);
-            if (s == 1) {
-              std::memcpy(d + ow_lo, srow + ow_lo, sizeof(float) * (ow_hi - ow_lo));
-            } else {
-              for (int ow = ow_lo; ow < ow_hi; ++ow) d[ow] = srow[ow * s];
-            }
-            std::fill(d + ow_hi, d + out_w_, 0.0f);
-          }
-          std::fill(dst + oh_hi * out_w_, dst + hw, 0.0f);
+          t.in = (int64_t{n} * in_c_ + c) * in_plane;
+          t.col = row + n * hw;
+          fn(t);
         }
       }
     }
   }
 }
 
-void Conv2d::col2im(const float* dcol, int nb, float* dx) const {
-  const int k = spec_.kernel, s = spec_.stride, p = spec_.padding;
-  const int hw = out_h_ * out_w_;
-  const int64_t cols = static_cast<int64_t>(nb) * hw;
-  const int64_t in_plane = static_cast<int64_t>(in_h_) * in_w_;
-  for (int c = 0; c < in_c_; ++c) {
-    for (int ki = 0; ki < k; ++ki) {
-      int oh_lo, oh_hi;
-      valid_range(out_h_, in_h_, s, p, ki, &oh_lo, &oh_hi);
-      for (int kj = 0; kj < k; ++kj) {
-        int ow_lo, ow_hi;
-        valid_range(out_w_, in_w_, s, p, kj, &ow_lo, &ow_hi);
-        const float* row = dcol + ((static_cast<int64_t>(c) * k + ki) * k + kj) * cols;
-        for (int n = 0; n < nb; ++n) {
-          float* dst = dx + (static_cast<int64_t>(n) * in_c_ + c) * in_plane;
-          const float* src = row + static_cast<int64_t>(n) * hw;
-          for (int oh = oh_lo; oh < oh_hi; ++oh) {
-            const float* sr = src + oh * out_w_;
-            float* drow = dst + (oh * s - p + ki) * in_w_ - p + kj;
-            for (int ow = ow_lo; ow < ow_hi; ++ow) drow[ow * s] += sr[ow];
-          }
-        }
+void Conv2d::im2col(const float* x, int nb, float* col) const {
+  const int s = spec_.stride, p = spec_.padding, hw = out_h_ * out_w_;
+  for_each_tap(nb, [&](const Tap& t) {
+    const float* src = x + t.in;
+    float* dst = col + t.col;
+    std::fill(dst, dst + t.oh_lo * out_w_, 0.0f);
+    for (int oh = t.oh_lo; oh < t.oh_hi; ++oh) {
+      float* d = dst + oh * out_w_;
+      const float* srow = src + (oh * s - p + t.ki) * in_w_ - p + t.kj;
+      std::fill(d, d + t.ow_lo, 0.0f);
+      if (s == 1) {
+        std::memcpy(d + t.ow_lo, srow + t.ow_lo, sizeof(float) * (t.ow_hi - t.ow_lo));
+      } else {
+        for (int ow = t.ow_lo; ow < t.ow_hi; ++ow) d[ow] = srow[ow * s];
       }
+      std::fill(d + t.ow_hi, d + out_w_, 0.0f);
     }
-  }
+    std::fill(dst + t.oh_hi * out_w_, dst + hw, 0.0f);
+  });
+}
+
+void Conv2d::col2im(const float* dcol, int nb, float* dx) const {
+  const int s = spec_.stride, p = spec_.padding;
+  for_each_tap(nb, [&](const Tap& t) {
+    const float* src = dcol + t.col;
+    float* dst = dx + t.in;
+    for (int oh = t.oh_lo; oh < t.oh_hi; ++oh) {
+      const float* sr = src + oh * out_w_;
+      float* drow = dst + (oh * s - p + t.ki) * in_w_ - p + t.kj;
+      for (int ow = t.ow_lo; ow < t.ow_hi; ++ow) drow[ow * s] += sr[ow];
+    }
+  });
 }
 
 void Conv2d::forward(const Tensor& x, Tensor& y, bool /*train*/) {

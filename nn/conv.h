@@ -45,6 +45,11 @@ class Conv2d : public Layer {
   void im2col(const float* x, int nb, float* col) const;
   // dx[images] += col2im(dcol); dx must be zeroed by the caller.
   void col2im(const float* dcol, int nb, float* dx) const;
+  // The traversal im2col and col2im share: fn(const Tap&) for every (input channel, kernel
+  // row, kernel column, image) of nb images, in column-matrix order (conv.cc).
+  struct Tap;
+  template <class Fn>
+  void for_each_tap(int nb, Fn&& fn) const;
 
   ConvSpec spec_;
   int in_c_ = 0, in_h_ = 0, in_w_ = 0, out_h_ = 0, out_w_ = 0;

@@ -1,9 +1,10 @@
-// GpuModel: builders mirroring nn/models.cc, layout check, host <-> device copies.
+// GpuModel: the GPU builder policy for nn/architectures.h, layout check, host <-> device copies.
 #include "nn/gpu/model.h"
 
 #include <algorithm>
 #include <stdexcept>
 
+#include "nn/architectures.h"
 #include "nn/gpu/batchnorm.h"
 #include "nn/gpu/conv.h"
 #include "nn/gpu/layers.h"
@@ -12,103 +13,39 @@
 namespace kolo::nn::gpu {
 namespace {
 
-std::unique_ptr<GpuLayer> conv(const std::string& name, int out, int k, int stride, int pad, bool bias) {
-  return std::make_unique<GpuConv2d>(name, ConvSpec{out, k, stride, pad, bias});
-}
+// The GPU builder policy for nn/architectures.h.
+struct GpuBuilder {
+  using Chain = GpuChain;
+  using LayerPtr = std::unique_ptr<GpuLayer>;
 
-void conv_bn_relu(GpuChain& c, const std::string& conv_name, const std::string& bn_name, int out, int k, int stride,
-                  int pad, bool relu) {
-  c.add(conv(conv_name, out, k, stride, pad, false));
-  c.add(std::make_unique<GpuBatchNorm2d>(bn_name));
-  if (relu) c.add(std::make_unique<GpuReLU>(conv_name + ".relu"));
-}
-
-GpuChain projection(int out, int stride) {
-  GpuChain s;
-  s.add(conv("downsample.0", out, 1, stride, 0, false));
-  s.add(std::make_unique<GpuBatchNorm2d>("downsample.1"));
-  return s;
-}
-
-GpuChain lenet(int num_classes) {
-  GpuChain c;
-  c.add(conv("conv1", 6, 5, 1, 2, true));
-  c.add(std::make_unique<GpuReLU>("relu1"));
-  c.add(std::make_unique<GpuPool>("pool1", 2, 2, 0));
-  c.add(conv("conv2", 16, 5, 1, 0, true));
-  c.add(std::make_unique<GpuReLU>("relu2"));
-  c.add(std::make_unique<GpuPool>("pool2", 2, 2, 0));
-  c.add(std::make_unique<GpuFlatten>("flatten"));
-  c.add(std::make_unique<GpuLinear>("fc1", 120));
-  c.add(std::make_unique<GpuReLU>("relu3"));
-  c.add(std::make_unique<GpuLinear>("fc2", 84));
-  c.add(std::make_unique<GpuReLU>("relu4"));
-  c.add(std::make_unique<GpuLinear>("fc3", num_classes));
-  return c;
-}
-
-std::unique_ptr<GpuLayer> basic_block(const std::string& name, int in, int out, int stride) {
-  GpuChain m;
-  conv_bn_relu(m, "conv1", "bn1", out, 3, stride, 1, true);
-  conv_bn_relu(m, "conv2", "bn2", out, 3, 1, 1, false);
-  GpuChain s = (stride != 1 || in != out) ? projection(out, stride) : GpuChain{};
-  return std::make_unique<GpuResidual>(name, std::move(m), std::move(s));
-}
-
-GpuChain cifar_resnet(int depth, int num_classes) {
-  const int n = (depth - 2) / 6;
-  GpuChain c;
-  conv_bn_relu(c, "conv1", "bn1", 16, 3, 1, 1, true);
-  int in = 16;
-  for (int stage = 0; stage < 3; ++stage) {
-    const int out = 16 << stage;
-    for (int b = 0; b < n; ++b) {
-      const std::string name = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
-      c.add(basic_block(name, in, out, b == 0 && stage > 0 ? 2 : 1));
-      in = out;
-    }
+  static LayerPtr conv(const std::string& name, const ConvSpec& spec) {
+    return std::make_unique<GpuConv2d>(name, spec);
   }
-  c.add(GpuPool::global_average("avgpool"));
-  c.add(std::make_unique<GpuLinear>("fc", num_classes));
-  return c;
-}
-
-std::unique_ptr<GpuLayer> bottleneck(const std::string& name, int in, int width, int stride) {
-  GpuChain m;
-  conv_bn_relu(m, "conv1", "bn1", width, 1, 1, 0, true);
-  conv_bn_relu(m, "conv2", "bn2", width, 3, stride, 1, true);
-  conv_bn_relu(m, "conv3", "bn3", width * 4, 1, 1, 0, false);
-  GpuChain s = (stride != 1 || in != width * 4) ? projection(width * 4, stride) : GpuChain{};
-  return std::make_unique<GpuResidual>(name, std::move(m), std::move(s));
-}
-
-GpuChain resnet50(int num_classes) {
-  GpuChain c;
-  conv_bn_relu(c, "conv1", "bn1", 64, 7, 2, 3, true);
-  c.add(std::make_unique<GpuPool>("maxpool", 3, 2, 1));
-  const int blocks[4] = {3, 4, 6, 3};
-  int in = 64;
-  for (int stage = 0; stage < 4; ++stage) {
-    const int width = 64 << stage;
-    for (int b = 0; b < blocks[stage]; ++b) {
-      const std::string name = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
-      c.add(bottleneck(name, in, width, b == 0 && stage > 0 ? 2 : 1));
-      in = width * 4;
-    }
+  static void batch_norm(Chain& c, const std::string& name, const std::string& relu_name) {
+    c.add(std::make_unique<GpuBatchNorm2d>(name));
+    if (!relu_name.empty()) c.add(relu(relu_name));
   }
-  c.add(GpuPool::global_average("avgpool"));
-  c.add(std::make_unique<GpuLinear>("fc", num_classes));
-  return c;
-}
+  static LayerPtr relu(const std::string& name) { return std::make_unique<GpuReLU>(name); }
+  static LayerPtr max_pool(const std::string& name, int kernel, int stride, int padding) {
+    return std::make_unique<GpuPool>(name, kernel, stride, padding);
+  }
+  static LayerPtr flatten(const std::string& name) { return std::make_unique<GpuFlatten>(name); }
+  static LayerPtr global_avg_pool(const std::string& name) { return GpuPool::global_average(name); }
+  static LayerPtr linear(const std::string& name, int out) { return std::make_unique<GpuLinear>(name, out); }
+  static LayerPtr residual(const std::string& name, Chain main, Chain shortcut) {
+    return std::make_unique<GpuResidual>(name, std::move(main), std::move(shortcut));
+  }
+};
 
 }  // namespace
 
 GpuChain make_gpu_layers(const std::string& arch, int num_classes) {
-  if (arch == "lenet") return lenet(num_classes);
-  if (arch == "resnet20") return cifar_resnet(20, num_classes);
-  if (arch == "resnet56") return cifar_resnet(56, num_classes);
-  if (arch == "resnet50") return resnet50(num_classes);
-  throw std::invalid_argument("no GPU layers for model \"" + arch + "\" (known: lenet, resnet20, resnet56, resnet50)");
+  auto layers = architectures::build<GpuBuilder>(arch, num_classes);
+  if (!layers) {
+    throw std::invalid_argument("no GPU layers for model \"" + arch + "\" (known: " +
+                                architectures::name_list() + ")");
+  }
+  return std::move(*layers);
 }
 
 void check_same_layout(const ParamStore& cpu, const ParamStore& gpu, const std::string& what) {

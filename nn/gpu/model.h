@@ -1,9 +1,10 @@
 // nn/gpu/model.h — a trainable network on one GPU: the twin of an nn::Model.
 //
-// The builders (model.cc) repeat nn/models.cc with GPU layers: the CPU layers keep their
-// geometry private, so a GPU model cannot be derived from a CPU one by walking its layers.
-// The layout check below, run for every architecture by test/gpu/nn_train_test.cc, keeps
-// the two in step.
+// The architectures are written once (nn/architectures.h) and built here from GPU layers
+// (model.cc's builder policy): the CPU layers keep their geometry private, so a GPU model
+// cannot be derived from a CPU one by walking its layers. The layout check below, run for
+// every architecture by test/gpu/nn_train_test.cc, catches a builder policy that registers
+// tensors differently from the CPU one.
 //
 // A GpuModel is built FROM a CPU model: the same architecture ("lenet", "resnet20",
 // "resnet56", "resnet50"), built from GPU layers that register the same tensors in the

@@ -53,8 +53,9 @@ std::vector<float> grads_of(g::DeviceParams& p) {
 }  // namespace
 
 TEST_CASE("GpuModel builds every architecture with the CPU model's layout", "[gpu-nn]") {
-  // nn/gpu/model.cc mirrors nn/models.cc; GpuModel's constructor checks names, shapes and
-  // offsets of every tensor, so this fails as soon as the two builders drift apart.
+  // Both trainers build from nn/architectures.h; GpuModel's constructor checks names, shapes
+  // and offsets of every tensor, so this fails if the GPU builder policy registers them
+  // differently from the CPU one.
   struct Case {
     const char* arch;
     nn::Dims sample;
