@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
+#include <random>
 
 namespace kolo::bench {
 
@@ -11,7 +13,14 @@ std::vector<Stats> measure(int warmup, int iters, const std::vector<std::functio
                            const std::function<void(size_t)>& before) {
   std::vector<std::vector<double>> t(bodies.size());
   for (int i = 0; i < warmup + iters; ++i) {
-    for (size_t b = 0; b < bodies.size(); ++b) {
+    // Shuffled every round, alike on every rank (same seed): a body that follows another
+    // finds the caches it evicted and the threads it let fall asleep (kolo's coordinator),
+    // so no body may always come right after the same one.
+    std::vector<size_t> order(bodies.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::mt19937 rng(static_cast<unsigned>(i) * 2654435761u + 1u);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t b : order) {
       if (before) before(b);
       MPI_Barrier(MPI_COMM_WORLD);
       const auto a = std::chrono::steady_clock::now();

@@ -12,7 +12,9 @@ struct Stats {
 };
 
 // Times each of `bodies` `iters` times after `warmup` rounds. The bodies run round-robin, so
-// the noise of a shared machine falls on all of them alike; each run starts together on all
+// the noise of a shared machine falls on all of them alike, in an order shuffled every round
+// (a body that follows another finds caches cold and kolo's coordinator asleep, so no body
+// may always come right after the same one); each run starts together on all
 // ranks (MPI_Barrier) and counts as the slowest rank's time. `before`, if set, runs
 // untimed before every body (e.g. to refill buffers).
 std::vector<Stats> measure(int warmup, int iters, const std::vector<std::function<void()>>& bodies,
