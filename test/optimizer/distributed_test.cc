@@ -105,6 +105,20 @@ bool same_on_all_ranks(nn::Model& m) {
   return differs == 0;
 }
 
+// Runs kSteps passes of `s`'s batches through `opt` on `m` and checks that `m` ends where one
+// rank training on the whole batch with SGD ends.
+void check_trains_like_reference(nn::Model& m, DistributedOptimizer& opt, nn::ShardedSampler& s) {
+  for (int b = 0; b < kSteps; ++b) {
+    pass(m, s.batch(b), opt.hook());
+    if (opt.step()) opt.zero_grad();
+  }
+  auto ref = train_reference("sgd", 1);
+  std::string where;
+  const double diff = max_relative_difference(m, *ref, &where);
+  INFO("worst tensor " << where << ", relative difference " << diff);
+  CHECK(diff < 1e-5);
+}
+
 }  // namespace
 
 TEST_CASE("dist_sync: N ranks x batch b equal 1 rank x batch N*b after 5 steps", "[dist_sync]") {
@@ -168,15 +182,7 @@ TEST_CASE("Per-rank weights keep the averaged gradient the global mean", "[dist_
   auto m = nn::make_model("lenet", {1, 28, 28}, 10, 5);
   nn::ShardedSampler s(512, kolo::rank(), 2, kBatch, 3, true, {3.0, 1.0});
   DistributedOptimizer opt(make_opt("sgd", m->params()), {1, false, s.local_weight()});
-  for (int b = 0; b < kSteps; ++b) {
-    pass(*m, s.batch(b), opt.hook());
-    if (opt.step()) opt.zero_grad();
-  }
-  auto ref = train_reference("sgd", 1);
-  std::string where;
-  const double diff = max_relative_difference(*m, *ref, &where);
-  INFO("worst tensor " << where << ", relative difference " << diff);
-  CHECK(diff < 1e-5);
+  check_trains_like_reference(*m, opt, s);
 }
 
 TEST_CASE("By default, several ranks on one host share their gradients", "[dist_sync][shared]") {
@@ -205,15 +211,7 @@ TEST_CASE("One rank that cannot allocate shared gradients makes every rank keep 
   // The ranks that allocated gave it back: every rank's next allocation lies at the same offset.
   CHECK(shared_memory_available() == before);
   broadcast_model(*m, 0);
-  for (int b = 0; b < kSteps; ++b) {
-    pass(*m, s.batch(b), opt.hook());
-    if (opt.step()) opt.zero_grad();
-  }
-  auto ref = train_reference("sgd", 1);
-  std::string where;
-  const double diff = max_relative_difference(*m, *ref, &where);
-  INFO("worst tensor " << where << ", relative difference " << diff);
-  CHECK(diff < 1e-5);
+  check_trains_like_reference(*m, opt, s);
   CHECK(same_on_all_ranks(*m));
   // And the next optimizer, with /dev/shm back, shares again (same offsets on every rank:
   // its allreduces would be a mismatch otherwise).
@@ -221,9 +219,5 @@ TEST_CASE("One rank that cannot allocate shared gradients makes every rank keep 
   DistributedOptimizer opt2(make_opt("sgd", m2->params()), {});
   CHECK(opt2.gradients_shared());
   broadcast_model(*m2, 0);
-  for (int b = 0; b < kSteps; ++b) {
-    pass(*m2, s.batch(b), opt2.hook());
-    if (opt2.step()) opt2.zero_grad();
-  }
-  CHECK(max_relative_difference(*m2, *ref, &where) < 1e-5);
+  check_trains_like_reference(*m2, opt2, s);
 }
