@@ -40,22 +40,11 @@ int run(const WorkloadOptions& o) {
                 set.size(), static_cast<long long>(total), total * 4 / 1e6, kolo::size());
 
   // The same views over kolo's shared memory (kolo/memory.h): the zero-copy path. Every
-  // rank allocates alike, so the tensors lie at the same offsets everywhere. Allocation
-  // commits /dev/shm pages and can fail on one rank only: the ranks agree before using it.
-  float* shared = nullptr;
-  if (kolo::shared_memory_available() >= static_cast<size_t>(total) * sizeof(float)) {
-    try {
-      shared = kolo::allocate_shared_array<float>(static_cast<size_t>(total));
-    } catch (const kolo::Error& e) {
-      std::fprintf(stderr, "rank %d: no zero-copy row: %s\n", kolo::rank(), e.what());
-    }
-  }
-  int here = shared != nullptr ? 1 : 0, everywhere = 0;
-  MPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (everywhere == 0 && shared != nullptr) {
-    kolo::release_shared(shared);
-    shared = nullptr;
-  }
+  // rank allocates alike, so the tensors lie at the same offsets everywhere; all ranks get
+  // the memory or none does.
+  std::string why;
+  auto* shared = static_cast<float*>(
+      kolo::allocate_shared_everywhere(static_cast<size_t>(total) * sizeof(float), "bench.workload.shared", &why));
   const bool zero_copy = shared != nullptr;
   std::vector<kolo::TensorView> shared_views;
   for (size_t i = 0, off = 0; zero_copy && i < set.size(); ++i) {
@@ -94,9 +83,7 @@ int run(const WorkloadOptions& o) {
     print_row("(b) MPI_Allreduce of all bytes in one buffer", st[1], 0);
     print_row("kolo, every tensor named and async", st[2], best);
     if (zero_copy) print_row("kolo, same, gradients in allocate_shared", st[3], best);
-    else
-      std::printf("  (zero-copy row skipped: %zu bytes of shared memory left; set KOLO_SHM_ARENA_BYTES)\n",
-                  kolo::shared_memory_available());
+    else std::printf("  (zero-copy row skipped: %s)\n", why.c_str());
     const double cycles = static_cast<double>(after.active_cycles - before.active_cycles);
     const double coord = after.coordination_seconds - before.coordination_seconds;
     const double exec = after.execution_seconds - before.execution_seconds;

@@ -10,7 +10,6 @@
 #include "kolo/collectives.h"
 #include "kolo/memory.h"
 #include "kolo/runtime.h"
-#include "kolo/status.h"
 
 namespace kolo {
 
@@ -24,40 +23,16 @@ DistributedOptimizer::DistributedOptimizer(std::unique_ptr<Optimizer> inner,
   place_gradients();
 }
 
-// The ranks of a host share /dev/shm, and allocate_shared commits pages as it hands them
-// out, so one rank's allocation can fail while a peer's succeeds. A rank with shared
-// gradients against one with private ones would make every allreduce a mismatch, so all
-// ranks agree first (one small allreduce, named uniquely per construction) and share only
-// if every rank could; otherwise the ranks that allocated give it back (release_shared),
-// so later allocations stay at the same offsets on every rank.
+// All or nothing across ranks (kolo/memory.h, allocate_shared_everywhere): a rank with shared
+// gradients against one with private ones would make every allreduce a mismatch.
 void DistributedOptimizer::place_gradients() {
   static std::atomic<uint64_t> constructions{0};
   const size_t count = params_.total_size();
   // fp16 compression reduces the private half copies, so shared memory would not help.
   if (!options_.shared_gradients || options_.fp16_compression || count == 0 || !is_initialized()) return;
-  // Every rank has an arena or none has (ShmExecutor agrees at init), so all ranks take
-  // this branch alike: without shared memory the constructor stays non-collective.
-  if (shared_memory_capacity() == 0) {
-    KOLO_LOG(LogLevel::kDebug, "DistributedOptimizer: gradients stay private: no shared memory in this job");
-    return;
-  }
-  float* shared = nullptr;
   std::string why;
-  try {
-    shared = allocate_shared_array<float>(count);
-  } catch (const Error& e) {
-    why = e.what();
-  }
-  if (size() > 1) {
-    int32_t ok = shared != nullptr ? 1 : 0;
-    allreduce(TensorView::of(&ok, {1}),
-              "kolo.distributed_optimizer.shared_gradients." + std::to_string(constructions++), {ReduceOp::kMin});
-    if (ok == 0 && shared != nullptr) {
-      release_shared(shared);
-      shared = nullptr;
-      why = "another rank could not allocate them in shared memory";
-    }
-  }
+  auto* shared = static_cast<float*>(allocate_shared_everywhere(
+      count * sizeof(float), "kolo.distributed_optimizer.shared_gradients." + std::to_string(constructions++), &why));
   if (shared == nullptr) {
     KOLO_LOG(LogLevel::kInfo, "DistributedOptimizer: gradients stay private (" << count * sizeof(float)
                                                                              << " bytes): " << why);

@@ -23,9 +23,9 @@
 //     requires. A rank whose tensor is in shared memory while a peer's is not (or lies
 //     elsewhere) makes that collective fail on every rank with a mismatch error, never hang.
 //   * The ranks of a host share /dev/shm, so an allocation can fail on one rank and succeed
-//     on another. Agree before using it (e.g. an allreduce of an int with ReduceOp::kMin)
-//     and, if any rank failed, release_shared() it where it succeeded, so the next
-//     allocations lie at the same offsets again. DistributedOptimizer does exactly this.
+//     on another. allocate_shared_everywhere() makes it all or nothing (DistributedOptimizer
+//     uses it); with allocate_shared() agree yourself and release_shared() where it
+//     succeeded, so the next allocations lie at the same offsets again.
 //   * Peers on the same host can read this memory. Keep only what is reduced here.
 //   * The memory is ordinary memory for the program's threads, but like any tensor handed
 //     to kolo it must not be touched between allreduce_async() and the handle's completion.
@@ -43,6 +43,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace kolo {
 
@@ -57,6 +58,14 @@ void* allocate_shared(size_t bytes);
 // allocation starts where `p` did, its whole pages return to /dev/shm, and the memory reads
 // zero again. Returns false and does nothing otherwise (one step of undo only).
 bool release_shared(void* p);
+
+// allocate_shared on every rank at once, all or nothing: either every rank gets its `bytes`
+// or none keeps any (the ranks that allocated give it back with release_shared) and this
+// returns nullptr with *why (if given) saying why. Collective (one small allreduce named
+// `name`, unique among pending collectives) when the job has shared memory and more than one
+// rank; without shared memory it returns nullptr on every rank without communicating.
+// REQUIRES: kolo initialised; every rank calls it with the same `bytes` and `name`.
+void* allocate_shared_everywhere(size_t bytes, const std::string& name, std::string* why = nullptr);
 
 // Typed form: `count` elements of T (trivially copyable types only; no constructor runs).
 template <class T>

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "kolo/collectives.h"
 #include "kolo/memory.h"
 #include "kolo/runtime.h"
 #include "kolo/status.h"
@@ -58,6 +59,33 @@ void* allocate_shared(size_t bytes) {
         " bytes per rank are left (raise KOLO_SHM_ARENA_BYTES)"));
   }
   throw Error(Status::communication("kolo::allocate_shared(" + std::to_string(bytes) + " bytes): " + why.message()));
+}
+
+void* allocate_shared_everywhere(size_t bytes, const std::string& name, std::string* why) {
+  std::string reason;
+  void* p = nullptr;
+  // Every rank has an arena or none has (ShmExecutor agrees at init), so all ranks take
+  // this branch alike: without shared memory nothing is communicated.
+  if (shared_memory_capacity() == 0) {
+    reason = "no shared memory in this job";
+  } else {
+    try {
+      p = allocate_shared(bytes);
+    } catch (const Error& e) {
+      reason = e.what();
+    }
+    if (size() > 1) {
+      int32_t ok = p != nullptr ? 1 : 0;
+      allreduce(TensorView::of(&ok, {1}), name, {ReduceOp::kMin});
+      if (ok == 0 && p != nullptr) {
+        release_shared(p);
+        p = nullptr;
+        reason = "another rank could not allocate them in shared memory";
+      }
+    }
+  }
+  if (p == nullptr && why != nullptr) *why = reason;
+  return p;
 }
 
 bool release_shared(void* p) {
