@@ -175,7 +175,7 @@ Status ShmGroup::broadcast(void* buf, size_t bytes, int root) {
     char* half = slot(e, 0);
     if (is_root) {
       KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
-      if (m > 0) copy_bytes(half, p + off, m);  // a 0-byte broadcast may pass no buffer
+      copy_bytes(half, p + off, m);  // a 0-byte broadcast may pass no buffer: copies nothing
     }
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
     // The first step checks that everyone called the same broadcast; after that the root
@@ -183,7 +183,7 @@ Status ShmGroup::broadcast(void* buf, size_t bytes, int root) {
     if (first) KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
     if (!is_root) {
       KOLO_RETURN_IF_ERROR(record(sync_.wait_for(root, e)));
-      if (m > 0) copy_bytes(p + off, half, m);
+      copy_bytes(p + off, half, m);
     }
     off += m;
     first = false;

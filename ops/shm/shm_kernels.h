@@ -46,7 +46,8 @@ bool reduce_in_place_any(DType dtype, ReduceOp op);
 // written by another core — exactly the engine's case (a peer's slot, a peer's result). A
 // fused response of 1,000 tensors of 4 KB is 1,000 such copies. This copies with vector
 // loads and stores below 1 MiB and leaves larger copies to memcpy (which does not use
-// `rep movsb` there and switches to non-temporal stores for very large ones).
+// `rep movsb` there and switches to non-temporal stores for very large ones). With 0 bytes
+// it touches neither pointer (either may be null).
 void copy_bytes(void* dst, const void* src, size_t bytes);
 
 // copy_bytes with ops::scale_copy's multiplication by `f` (f == 1: a plain copy).
