@@ -52,6 +52,9 @@ Status ShmArena::create(const Options& o, const Agree& agree, std::unique_ptr<Sh
   return Status::ok();
 }
 
+// Where this rank's region starts in the segment (after the header page).
+size_t ShmArena::own_offset() const { return kHeader + static_cast<size_t>(local_rank_) * bytes_per_rank_; }
+
 void* ShmArena::allocate(size_t bytes, Status* why) {
   const size_t at = (used_ + 63) / 64 * 64;
   if (at > bytes_per_rank_ || bytes > bytes_per_rank_ - at) {
@@ -63,8 +66,7 @@ void* ShmArena::allocate(size_t bytes, Status* why) {
     return nullptr;
   }
   if (at + bytes > committed_) {
-    const size_t region_offset = kHeader + static_cast<size_t>(local_rank_) * bytes_per_rank_;
-    Status s = mapping_.commit(region_offset + committed_, at + bytes - committed_);
+    Status s = mapping_.commit(own_offset() + committed_, at + bytes - committed_);
     if (!s.is_ok()) {
       if (why != nullptr) {
         *why = Status::communication("shared memory arena: " + std::to_string(bytes) + " bytes asked: " + s.message());
@@ -87,8 +89,7 @@ bool ShmArena::release_last(void* p) {
   // Whole pages above the new top go back to /dev/shm; the part of a page below it that the
   // released allocation used is zeroed, so memory still reads zero on first use.
   const size_t keep = std::min(committed_, (used_ + kPage - 1) / kPage * kPage);
-  const size_t region_offset = kHeader + static_cast<size_t>(local_rank_) * bytes_per_rank_;
-  if (committed_ > keep && mapping_.decommit(region_offset + keep, committed_ - keep).is_ok()) {
+  if (committed_ > keep && mapping_.decommit(own_offset() + keep, committed_ - keep).is_ok()) {
     committed_ = keep;
   }
   std::memset(base + used_, 0, committed_ - used_);

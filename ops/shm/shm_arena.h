@@ -73,6 +73,7 @@ class ShmArena {
 
  private:
   ShmArena() = default;
+  size_t own_offset() const;  // this rank's region, as an offset into the segment
   SharedMapping mapping_;
   char* base_ = nullptr;
   int local_rank_ = 0;
