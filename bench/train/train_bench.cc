@@ -123,6 +123,15 @@ void print_result(const Options& o, const Result& r) {
   std::printf("# throughput over the timed window (slowest rank's); step time: median over steps of the "
               "slowest rank; wait: mean per step in step() waiting for allreduces\n");
   std::printf("%s\n%s\n", kCsvHeader, csv_row(o, r).c_str());
+  // Rank 0's coordinator, per step (warm-up included): how many response lists and passes a
+  // step costs, and its time outside the executors.
+  const kolo::RuntimeStats st = kolo::runtime_stats();
+  const double n = std::max(1, o.warmup + r.steps);
+  std::printf("coordinator (rank 0, per step): %.1f responses, %.1f tensors, %.1f active passes, %.0f us "
+              "coordinating, %.0f us executing\n",
+              static_cast<double>(st.collectives) / n, static_cast<double>(st.tensors) / n,
+              static_cast<double>(st.active_cycles) / n, st.coordination_seconds * 1e6 / n,
+              (st.execution_seconds + st.rendezvous_seconds) * 1e6 / n);
   std::printf("images/s: %.2f per rank, %.2f total; step %.3f ms (median), of which %.3f ms (%.1f%%) waiting "
               "for allreduces (mean)\n",
               r.per_rank_ips, r.total_ips, r.step_ms_median, r.wait_ms_mean,
