@@ -21,6 +21,10 @@ void DeviceParams::finalize() {
     KOLO_NN_CUDA(cudaMalloc(reinterpret_cast<void**>(&grads_), bytes));
     KOLO_NN_CUDA(cudaMemset(grads_, 0, bytes));
   }
+  // cudaMemset runs on the legacy default stream, which the model's non-blocking stream
+  // does not wait for: without this, the zeroing could land after upload_values() or the
+  // first backward (which accumulates into the gradients).
+  KOLO_NN_CUDA(cudaDeviceSynchronize());
 }
 
 void DeviceParams::upload_values(const float* src, cudaStream_t stream) {

@@ -20,7 +20,9 @@ float* GpuOptimizer::add_state(const std::string& name) {
   float* p = nullptr;
   KOLO_NN_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), bytes));
   state_.emplace_back(name, p);
-  KOLO_NN_CUDA(cudaMemset(p, 0, bytes));
+  // On the context's stream: a plain cudaMemset would run on the legacy default stream,
+  // which the (non-blocking) stream that step() uses does not wait for.
+  KOLO_NN_CUDA(cudaMemsetAsync(p, 0, bytes, ctx_.stream()));
   return p;
 }
 

@@ -24,6 +24,11 @@ HierarchicalAllreduce::~HierarchicalAllreduce() {
   if (comm_) ncclCommDestroy(comm_);
 }
 
+void HierarchicalAllreduce::abort() {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
 Status HierarchicalAllreduce::ensure_comm(int device) {
   if (comm_) return Status::ok();
   // Equal hosts: every rank must see the same local size, or shards would not pair up.

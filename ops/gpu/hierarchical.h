@@ -47,6 +47,9 @@ class HierarchicalAllreduce {
   // (bounded by kGpuPeerTimeout, ops/gpu/event_wait.h: a stuck peer is an error, not a hang).
   Status allreduce(void* buf, size_t count, DType t, ReduceOp op, cudaStream_t stream);
 
+  // Aborts the host-local communicator (after a failure; peers cannot be re-synchronized).
+  // comm() is null afterwards.
+  void abort();
   // The host-local communicator (null until ensure_comm succeeded).
   ncclComm_t comm() const { return comm_; }
   int local_size() const { return local_size_; }

@@ -33,6 +33,8 @@ NcclExecutor::~NcclExecutor() {
 Status NcclExecutor::fail(Status s) {
   if (comm_) ncclCommAbort(comm_);
   comm_ = nullptr;
+  // The host-local one too: a kernel stuck on it would block every later device sync.
+  if (hier_) hier_->abort();
   broken_ = Status::communication("the NCCL communicator is unusable after an earlier failure: " + s.message());
   return s;
 }
@@ -126,13 +128,20 @@ Status NcclExecutor::prepare(const Response& r, const std::vector<TensorEntry>& 
 
 Status NcclExecutor::execute(const Response& r, std::vector<TensorEntry>& entries) {
   KOLO_RETURN_IF_ERROR(prepare(r, entries));
+  Status s;
   switch (r.type) {
-    case Response::Type::kAllreduce: KOLO_RETURN_IF_ERROR(allreduce(r, entries)); break;
-    case Response::Type::kBroadcast: KOLO_RETURN_IF_ERROR(broadcast(r, entries)); break;
-    case Response::Type::kAllgather: KOLO_RETURN_IF_ERROR(allgather(r, entries)); break;
+    case Response::Type::kAllreduce: s = allreduce(r, entries); break;
+    case Response::Type::kBroadcast: s = broadcast(r, entries); break;
+    case Response::Type::kAllgather: s = allgather(r, entries); break;
     case Response::Type::kError: return Status::internal("NCCL executor given an error response");
   }
-  return finish();
+  if (s.is_ok()) s = finish();
+  // A CUDA/NCCL failure or a timeout midway (e.g. the hierarchical allreduce's wait for its
+  // reduce-scatter) may leave work of this collective stuck on the stream and peers inside
+  // it: abort, as finish() does. Invalid arguments are found alike on every rank before any
+  // work is enqueued, and leave the communicator usable.
+  if (s.is_ok() || s.code() == Status::Code::kInvalidArgument) return s;
+  return fail(s);
 }
 
 Status NcclExecutor::reduce_on_stream(void* buf, size_t count, DType t, ReduceOp op, double prescale,
@@ -232,14 +241,21 @@ Status NcclExecutor::allgather(const Response& r, std::vector<TensorEntry>& entr
     at += bytes;
   }
   KOLO_NCCL_RETURN(ncclGroupEnd());
-  KOLO_CUDA_RETURN(cudaMemcpyAsync(out.bytes.data(), dst, out.bytes.size(), cudaMemcpyDeviceToHost, stream_));
+  // Through pinned memory and the bounded wait: a copy straight into the (pageable) host
+  // Tensor would block this thread inside cudaMemcpyAsync until the broadcasts finished,
+  // forever if a peer is gone.
+  KOLO_RETURN_IF_ERROR(gather_host_.reserve(out.bytes.size()));
+  KOLO_CUDA_RETURN(cudaMemcpyAsync(gather_host_.data(), dst, out.bytes.size(), cudaMemcpyDeviceToHost, stream_));
+  KOLO_RETURN_IF_ERROR(finish());
+  std::memcpy(out.bytes.data(), gather_host_.data(), out.bytes.size());
   return Status::ok();
 }
 
 Status NcclExecutor::allreduce_buffer(int device, void* buf, size_t count, DType t, ReduceOp op, double prescale,
                                       double postscale) {
   KOLO_RETURN_IF_ERROR(hier_ ? ensure_hierarchical(device) : ensure_comm(device));
-  KOLO_RETURN_IF_ERROR(reduce_on_stream(buf, count, t, op, prescale, postscale));
+  Status s = reduce_on_stream(buf, count, t, op, prescale, postscale);
+  if (!s.is_ok()) return s.code() == Status::Code::kInvalidArgument ? s : fail(s);
   return finish();
 }
 

@@ -15,9 +15,11 @@
 //      matching the CPU path's numerics, integers included), postscaled, unpacked by one
 //      kernel; broadcast: ncclBroadcast per tensor in one NCCL group; allgather with ragged
 //      first dimensions: one ncclBroadcast per rank into its slot of a device buffer, in one
-//      group (no padding to the largest rank), then copied to the handle's host Tensor;
+//      group (no padding to the largest rank), then copied to the handle's host Tensor
+//      through a pinned buffer (after the bounded wait of step 3);
 //   3. record an event and wait for it, polling ncclCommGetAsyncError (an asynchronous NCCL
-//      error aborts the communicator and fails this and every later GPU collective).
+//      error, a timeout, or a CUDA/NCCL call failing in steps 1-3 aborts the communicators
+//      and fails this and every later GPU collective).
 // Completion semantics: execute() returns only after the stream has finished, so when the
 // handle completes the result is visible to the host and to every stream, with no further
 // synchronization by the caller.
@@ -98,6 +100,7 @@ class NcclExecutor final : public Executor {
   Status broken_;
   DeviceBuffer fusion_;
   DeviceBuffer gather_;
+  PinnedBuffer gather_host_;  // the gathered rows on their way to the handle's host Tensor
   DeviceBuffer descs_dev_;
   PinnedBuffer descs_host_;
   std::unique_ptr<HierarchicalAllreduce> hier_;  // KOLO_HIERARCHICAL_ALLREDUCE=1, else null

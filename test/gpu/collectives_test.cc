@@ -121,6 +121,7 @@ TEST_CASE("allreduce waits for the tensor's ready_event before reading it", "[gp
   std::memcpy(pinned, b.bytes.data(), b.bytes.size());
   DeviceMem d(b.bytes.size());
   CUDA_REQUIRE(cudaMemset(d.get(), 0, d.bytes()));
+  CUDA_REQUIRE(cudaDeviceSynchronize());  // the legacy-stream memset must not race the producer's copy
   cudaStream_t producer;
   cudaEvent_t ready;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));

@@ -40,7 +40,12 @@ class DeviceMem {
   DeviceMem& operator=(const DeviceMem&) = delete;
   std::byte* get() const { return static_cast<std::byte*>(p_); }
   size_t bytes() const { return bytes_; }
-  void upload(const void* host) { CUDA_REQUIRE(cudaMemcpy(p_, host, bytes_, cudaMemcpyHostToDevice)); }
+  // cudaMemcpy from pageable memory may return before its DMA has landed, and kolo's
+  // executors read on non-blocking streams that do not wait for the legacy stream: sync.
+  void upload(const void* host) {
+    CUDA_REQUIRE(cudaMemcpy(p_, host, bytes_, cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+  }
   void download(void* host) const { CUDA_REQUIRE(cudaMemcpy(host, p_, bytes_, cudaMemcpyDeviceToHost)); }
   std::vector<std::byte> download() const {
     std::vector<std::byte> v(bytes_);

@@ -11,10 +11,12 @@
 #include "nn/gpu/layers.h"
 #include "nn/gpu/loss.h"
 #include "nn/gpu/model.h"
+#include "nn/gpu/optimizer.h"
 #include "nn/gpu/residual.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/residual.h"
+#include "optimizer/optimizer.h"
 #include "test/gpu/nn_test_util.h"
 
 using namespace kolo;
@@ -180,4 +182,78 @@ TEST_CASE("GPU softmax cross-entropy equals the CPU loss", "[nn]") {
   require_close(host(gpu.grad(), ctx.stream()), host(cpu.grad()), 1e-5, "loss gradient");
   labels[3] = 1000;
   REQUIRE_THROWS_WITH(gpu.forward(gl, labels.data()), Catch::Contains("label 1000 of sample 3"));
+}
+
+TEST_CASE("GPU optimizers update like the CPU optimizers (SGD, Nesterov, Adam, AdamW)", "[nn]") {
+  // Three steps on the same gradients from the same values, then values and state compared.
+  // Also catches state that is not zero at the first step (the CPU optimizers start at 0).
+  struct Case {
+    const char* what;
+    bool adam;
+    SgdOptions sgd;
+    AdamOptions adam_opt;
+  };
+  AdamOptions adam;
+  adam.lr = 1e-2;
+  adam.weight_decay = 0.1;
+  AdamOptions adamw = adam;
+  adamw.decoupled = true;
+  const Case cases[] = {{"sgd", false, SgdOptions{0.1, 0.0, 0.01, false}, {}},
+                        {"sgd momentum", false, SgdOptions{0.1, 0.9, 0.01, false}, {}},
+                        {"sgd nesterov", false, SgdOptions{0.1, 0.9, 0.01, true}, {}},
+                        {"adam", true, {}, adam},
+                        {"adamw", true, {}, adamw}};
+  for (const Case& c : cases) {
+    INFO(c.what);
+    g::GpuContext ctx(0);
+    nn::ParamStore cpu(true);
+    g::DeviceParams gpu(true);
+    for (nn::ParamStore* layout : {&cpu, &gpu.host()}) {
+      layout->add("a.weight", {7, 33});
+      layout->add("a.bias", {7});
+    }
+    cpu.finalize();
+    gpu.finalize();
+    const nn::Tensor values = random_tensor({static_cast<int>(cpu.total_size())}, 31);
+    const nn::Tensor grads = random_tensor({static_cast<int>(cpu.total_size())}, 32);
+    std::copy(values.data(), values.data() + values.size(), cpu.values().begin());
+    std::copy(grads.data(), grads.data() + grads.size(), cpu.grads().begin());
+    gpu.upload_values(values.data(), ctx.stream());
+    REQUIRE(cudaMemcpyAsync(gpu.grads(), grads.data(), grads.size() * sizeof(float), cudaMemcpyHostToDevice,
+                            ctx.stream()) == cudaSuccess);
+    ctx.synchronize();
+    std::unique_ptr<Optimizer> cpu_opt, check_opt;
+    std::unique_ptr<g::GpuOptimizer> gpu_opt;
+    nn::ParamStore check(true);
+    check.add("a.weight", {7, 33});
+    check.add("a.bias", {7});
+    check.finalize();
+    if (c.adam) {
+      cpu_opt = std::make_unique<Adam>(cpu, c.adam_opt);
+      check_opt = std::make_unique<Adam>(check, c.adam_opt);
+      gpu_opt = g::GpuOptimizer::adam(gpu, ctx, c.adam_opt);
+    } else {
+      cpu_opt = std::make_unique<SGD>(cpu, c.sgd);
+      check_opt = std::make_unique<SGD>(check, c.sgd);
+      gpu_opt = g::GpuOptimizer::sgd(gpu, ctx, c.sgd);
+    }
+    for (int step = 0; step < 3; ++step) {
+      cpu_opt->step();
+      gpu_opt->step();
+    }
+    std::vector<float> got(cpu.total_size());
+    gpu.download_values(got.data(), ctx.stream());
+    const auto want = cpu.values();
+    require_close(got, std::vector<float>(want.begin(), want.end()), 1e-5, std::string(c.what) + " values");
+    gpu_opt->copy_state_to(*check_opt);
+    REQUIRE(check_opt->steps() == 3);
+    auto want_state = cpu_opt->state();
+    auto got_state = check_opt->state();
+    REQUIRE(got_state.size() == want_state.size());
+    for (size_t i = 0; i < want_state.size(); ++i) {
+      require_close(std::vector<float>(got_state[i].second.begin(), got_state[i].second.end()),
+                    std::vector<float>(want_state[i].second.begin(), want_state[i].second.end()), 1e-5,
+                    std::string(c.what) + " state " + want_state[i].first);
+    }
+  }
 }
