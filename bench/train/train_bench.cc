@@ -56,6 +56,9 @@ struct Samples {
 struct Result {
   int ranks = 0, threads = 0, batch = 0, steps = 0;
   double window_s = 0, per_rank_ips = 0, total_ips = 0, step_ms_median = 0, wait_ms_mean = 0;
+  double wait_floor_ms_mean = 0;  // mean over steps of the least wait of any rank
+  std::vector<double> rank_wait_ms;  // each rank's mean wait per step
+  double compute_ms_p10 = 0, compute_ms_p90 = 0;  // rank 0: step time less its wait
   bool oversubscribed = false;
 };
 
@@ -72,11 +75,22 @@ Result reduce_across_ranks(const Options& o, const Samples& s) {
   std::vector<double> step_max = s.seconds;
   kolo::allreduce(kolo::TensorView::of(step_max.data(), kolo::Shape{steps}), "bench.step_max",
                   kolo::AllreduceOptions{kolo::ReduceOp::kMax});
+  // Per step, the least any rank waited: what even the last rank to finish its backward pass
+  // waits (the last gradients' negotiation and reduction); the rest of the mean wait is the
+  // ranks waiting for each other.
+  std::vector<double> wait_min = s.wait;
+  kolo::allreduce(kolo::TensorView::of(wait_min.data(), kolo::Shape{steps}), "bench.wait_min",
+                  kolo::AllreduceOptions{kolo::ReduceOp::kMin});
   double window = 0, wait = 0, images = s.images;
   for (int64_t i = 0; i < steps; ++i) {
     window += s.seconds[static_cast<size_t>(i)];
     wait += s.wait[static_cast<size_t>(i)];
   }
+  // Each rank's mean wait (a rank that waits far less than the others is the slow one).
+  std::vector<double> rank_wait(static_cast<size_t>(kolo::size()), 0.0);
+  rank_wait[static_cast<size_t>(kolo::rank())] = steps > 0 ? wait / static_cast<double>(steps) * 1e3 : 0.0;
+  kolo::allreduce(kolo::TensorView::of(rank_wait.data(), kolo::Shape{static_cast<int64_t>(rank_wait.size())}),
+                  "bench.rank_wait", kolo::AllreduceOptions{kolo::ReduceOp::kSum});
   kolo::allreduce(kolo::TensorView::of(&window, kolo::Shape{1}), "bench.window",
                   kolo::AllreduceOptions{kolo::ReduceOp::kMax});
   kolo::allreduce(kolo::TensorView::of(&wait, kolo::Shape{1}), "bench.wait",
@@ -92,7 +106,21 @@ Result reduce_across_ranks(const Options& o, const Samples& s) {
   r.total_ips = images / window;
   r.per_rank_ips = r.total_ips / r.ranks;
   r.step_ms_median = median(step_max) * 1e3;
+  // Rank 0's own step times without the wait: how much its compute varies from step to step
+  // (with several ranks, every rank waits for the slowest one each step, so this variation
+  // becomes waiting).
+  std::vector<double> own;
+  for (int64_t i = 0; i < steps; ++i) own.push_back((s.seconds[static_cast<size_t>(i)] - s.wait[static_cast<size_t>(i)]) * 1e3);
+  std::sort(own.begin(), own.end());
+  if (!own.empty()) {
+    r.compute_ms_p10 = own[own.size() / 10];
+    r.compute_ms_p90 = own[own.size() * 9 / 10];
+  }
   r.wait_ms_mean = wait / o.steps * 1e3;
+  double floor = 0;
+  for (double w : wait_min) floor += w;
+  r.wait_floor_ms_mean = floor / o.steps * 1e3;
+  r.rank_wait_ms = rank_wait;
   const unsigned cores = std::thread::hardware_concurrency();
   r.oversubscribed = cores > 0 && static_cast<unsigned>(r.ranks * r.threads) > cores;
   return r;
@@ -136,6 +164,16 @@ void print_result(const Options& o, const Result& r) {
               "for allreduces (mean)\n",
               r.per_rank_ips, r.total_ips, r.step_ms_median, r.wait_ms_mean,
               r.step_ms_median > 0 ? 100.0 * r.wait_ms_mean / r.step_ms_median : 0.0);
+  if (r.ranks > 1)
+    std::printf("wait: %.3f ms per step even for the last rank to finish its backward pass (mean over steps of "
+                "the least wait of any rank); the rest is ranks waiting for each other\n",
+                r.wait_floor_ms_mean);
+  std::printf("rank 0's step time less its wait: p10 %.1f ms, p90 %.1f ms\n", r.compute_ms_p10, r.compute_ms_p90);
+  if (r.ranks > 1) {
+    std::printf("wait per rank (ms per step):");
+    for (size_t i = 0; i < r.rank_wait_ms.size(); ++i) std::printf(" %zu: %.3f", i, r.rank_wait_ms[i]);
+    std::printf("\n");
+  }
 }
 
 // Appends one row; writes the header first when the file is new or empty, so a script can
