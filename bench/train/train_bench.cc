@@ -34,6 +34,7 @@ namespace {
 struct Options {
   std::string model = "resnet20", csv, json;
   std::string device = "cpu";  // cpu | gpu (kolo-train's --device)
+  std::string gradients = "kolo";  // kolo | mpi (the baseline; TrainOptions::gradients)
   int batch_size = 0;  // per rank; 0: the model's default below
   int warmup = 3, steps = 20, threads = 1;
   uint64_t seed = 42;
@@ -132,7 +133,8 @@ const char* kCsvHeader =
 
 std::string csv_row(const Options& o, const Result& r) {
   char line[512];
-  std::snprintf(line, sizeof line, "%s,%d,%d,%d,%d,%.4f,%.2f,%.2f,%.3f,%.3f,%d,%s", o.model.c_str(), r.ranks,
+  const std::string model = o.gradients == "mpi" ? o.model + "/mpi" : o.model;
+  std::snprintf(line, sizeof line, "%s,%d,%d,%d,%d,%.4f,%.2f,%.2f,%.3f,%.3f,%d,%s", model.c_str(), r.ranks,
                 r.threads, r.batch, r.steps, r.window_s, r.per_rank_ips, r.total_ips, r.step_ms_median,
                 r.wait_ms_mean, r.oversubscribed ? 1 : 0, o.device.c_str());
   return line;
@@ -140,9 +142,9 @@ std::string csv_row(const Options& o, const Result& r) {
 
 void print_result(const Options& o, const Result& r) {
   std::printf("# kolo-bench-train: %s on %s, %d rank(s) x batch %d, %d thread(s) per rank, %d warm-up + %d timed "
-              "steps, synthetic data%s\n",
+              "steps, synthetic data, gradients averaged by %s%s\n",
               o.model.c_str(), o.device.c_str(), r.ranks, r.batch, r.threads, o.warmup, r.steps,
-              r.oversubscribed ? " (OVERSUBSCRIBED: more ranks x threads than cores)" : "");
+              o.gradients == "mpi" ? "one MPI_Allreduce after backward (baseline)" : "kolo", r.oversubscribed ? " (OVERSUBSCRIBED: more ranks x threads than cores)" : "");
   if (kolo::shared_memory_capacity() > 0) {
     std::printf("# kolo shared memory (KOLO_SHM_ARENA_BYTES): %zu of %zu bytes per rank in use (the "
                 "DistributedOptimizer's gradients when every rank could allocate them: zero-copy allreduce)\n",
@@ -215,6 +217,7 @@ kolo::train::TrainOptions train_options(const Options& o, Samples* samples) {
   t.batch_size = o.batch_size;
   t.threads = o.threads;
   t.device = o.device;
+  t.gradients = o.gradients;
   t.seed = o.seed;
   t.lr = 0.01;  // random labels: a small constant rate keeps the loss finite
   t.warmup_epochs = 0;
@@ -280,6 +283,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", o.threads, "Eigen threads per rank")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", o.seed, "synthetic data and initial weights")->capture_default_str();
+  app.add_option("--gradients", o.gradients,
+                 "kolo (DistributedOptimizer) | mpi (baseline: one blocking MPI_Allreduce of all gradients after "
+                 "the backward pass; CSV model column gets \"/mpi\")")
+      ->check(CLI::IsMember({"kolo", "mpi"}))
+      ->capture_default_str();
   app.add_option("--device", o.device, "cpu | gpu (GPU local_rank % GPUs; e.g. lenet batch 256, resnet50 batch 128)")
       ->check(CLI::IsMember({"cpu", "gpu"}))
       ->capture_default_str();

@@ -4,7 +4,11 @@
 
 #include "examples/kolo_train/device_engine.h"
 
+#include <mpi.h>
+
 #include <chrono>
+#include <climits>
+#include <span>
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
@@ -180,6 +184,21 @@ struct Run {
   std::unique_ptr<DeviceEngine> engine;  // --device gpu; null on CPU
 };
 
+// The "mpi" baseline (TrainOptions::gradients): one blocking MPI_Allreduce of every gradient
+// after the backward pass, then divide by the number of ranks. Returns its seconds.
+double average_gradients_with_mpi(nn::ParamStore& params) {
+  const auto t0 = Clock::now();
+  std::span<float> g = params.grads();
+  if (kolo::size() > 1 && !g.empty()) {
+    if (g.size() > static_cast<size_t>(INT_MAX)) throw std::runtime_error("mpi baseline: gradients exceed INT_MAX floats");
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) throw std::runtime_error("mpi baseline: MPI_Allreduce of the gradients failed");
+    const float inv = 1.0f / static_cast<float>(kolo::size());
+    for (float& v : g) v *= inv;
+  }
+  return seconds_since(t0);
+}
+
 EpochStats train_epoch(Run& r, int epoch) {
   const bool root = kolo::rank() == 0;
   r.sampler.set_epoch(epoch);
@@ -202,8 +221,16 @@ EpochStats train_epoch(Run& r, int epoch) {
     nn::gather_batch(r.data.train, r.sampler.batch(b), r.augment, aug_rng, x, y);
     nn::LossResult res;
     bool updated = false;
+    double mpi_wait = 0.0;
     if (r.engine) {
       res = r.engine->train_step(x, y, r.opt->lr(), &updated);
+    } else if (r.o.gradients == "mpi") {
+      res = loss.forward(r.model->forward(x, true), y.data());
+      r.model->backward(x, loss.grad(), {});
+      mpi_wait = average_gradients_with_mpi(r.opt->inner().params());
+      r.opt->inner().step();
+      r.opt->zero_grad();
+      updated = true;
     } else {
       res = loss.forward(r.model->forward(x, true), y.data());
       r.model->backward(x, loss.grad(), r.opt->hook());
@@ -212,7 +239,9 @@ EpochStats train_epoch(Run& r, int epoch) {
     }
     ++r.step;
     if (r.o.on_step) {
-      const double wait = r.engine ? r.engine->last_wait_seconds() : r.opt->last_wait_seconds();
+      const double wait = r.engine                   ? r.engine->last_wait_seconds()
+                          : r.o.gradients == "mpi" ? mpi_wait
+                                                   : r.opt->last_wait_seconds();
       r.o.on_step({epoch, b, static_cast<int64_t>(y.size()), seconds_since(step_start),
                    updated ? wait : 0.0, res.loss});
     }
@@ -273,6 +302,10 @@ nn::Augment make_augment(const TrainOptions& o, const nn::Dataset& train) {
 }
 
 Run make_run(const TrainOptions& o) {
+  if (o.gradients != "kolo" && o.gradients != "mpi")
+    throw std::invalid_argument("unknown gradients mode \"" + o.gradients + "\" (known: kolo, mpi)");
+  if (o.gradients == "mpi" && o.device != "cpu")
+    throw std::invalid_argument("the mpi gradients baseline runs on the CPU only (--device cpu)");
   Data data = load_data(o);
   auto model = nn::make_model(o.model, data.train.sample_shape, data.train.num_classes, o.seed);
   nn::ShardedSampler sampler(static_cast<int64_t>(data.train.size()), kolo::rank(), kolo::size(),

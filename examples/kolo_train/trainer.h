@@ -58,6 +58,11 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu | gpu (GPU local_rank % GPUs; docs/gpu.md)
   bool verbose = true;                           // rank 0's progress lines
   std::function<void(const StepTiming&)> on_step;  // every rank, after each step
+  // How gradients are averaged (CPU only): "kolo" (DistributedOptimizer: per-layer
+  // allreduces overlapping the backward pass) or "mpi" — the baseline of benchmarks: after
+  // the whole backward pass, one blocking MPI_Allreduce of all gradients on MPI_COMM_WORLD,
+  // then the same optimizer update. kolo's coordinator still runs, idle.
+  std::string gradients = "kolo";
 };
 
 // Runs the whole training and returns the metrics (also written to metrics_json by rank 0
