@@ -68,14 +68,24 @@ int run(const WorkloadOptions& o) {
   if (zero_copy) bodies.push_back([&] { kolo_step(shared_views); });
   // Every element starts at 1.0 on every rank, and kolo's average gives 1.0 again. Each kolo
   // run is checked right after it (before the buffers are refilled for the next body; the
-  // MPI bodies sum, so the buffers' state at the end says nothing about kolo).
+  // MPI bodies sum, so the buffers' state at the end says nothing about kolo). The check
+  // reads every tensor's first and last element and every 61st one: enough to catch a
+  // misplaced or unreduced tensor, and quick, so the next body does not find kolo's
+  // coordinator asleep for longer than it would be in training.
+  std::vector<int64_t> probes;
+  for (size_t i = 0, off = 0; i < set.size(); ++i) {
+    const auto n = static_cast<int64_t>(views[i].num_elements());
+    probes.push_back(static_cast<int64_t>(off));
+    if (n > 1) probes.push_back(static_cast<int64_t>(off) + n - 1);
+    off += static_cast<size_t>(n);
+  }
+  for (int64_t i = 0; i < total; i += 61) probes.push_back(i);
   size_t wrong = 0;
   size_t last = bodies.size();  // the body that ran last; none yet
   const auto check_last = [&] {
-    if (last == 2)
-      for (float x : flat) wrong += x != 1.0f;
-    if (last == 3)
-      for (int64_t i = 0; i < total; ++i) wrong += shared[i] != 1.0f;
+    const float* buf = last == 2 ? flat.data() : last == 3 ? shared : nullptr;
+    if (buf != nullptr)
+      for (int64_t i : probes) wrong += buf[i] != 1.0f;
   };
   const auto before = kolo::runtime_stats();
   auto st = kolo::bench::measure(o.warmup, o.iters, bodies, [&](size_t next) {
