@@ -20,6 +20,9 @@ using std::chrono::microseconds;
 // training threads.
 constexpr auto kSpinWindow = microseconds(200);
 constexpr auto kMinSleep = microseconds(20);
+// A single rank sleeps until its queue wakes it; this bounds only how late a signal kolo
+// intercepted is acted on.
+constexpr auto kSingleRankSleep = std::chrono::milliseconds(50);
 // Bound on every wait during shutdown.
 constexpr auto kShutdownBound = std::chrono::seconds(10);
 
@@ -154,7 +157,11 @@ void Coordinator::loop() {
       continue;
     }
     const auto idle = now - last_activity;
-    if (idle < kSpinWindow) {
+    if (topo_.size == 1) {
+      // No peer can send anything: only this rank's own requests (which wake the queue) or a
+      // shutdown (which notifies it) give work, so there is nothing to spin or poll for.
+      queue_.wait_for_work(kSingleRankSleep);
+    } else if (idle < kSpinWindow) {
       std::this_thread::yield();
     } else {
       const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
