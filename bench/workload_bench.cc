@@ -80,12 +80,14 @@ int run(const WorkloadOptions& o) {
     off += static_cast<size_t>(n);
   }
   for (int64_t i = 0; i < total; i += 61) probes.push_back(i);
+  std::vector<const float*> kolo_result(bodies.size(), nullptr);  // by body: kolo's output, or none
+  kolo_result[2] = flat.data();
+  if (zero_copy) kolo_result[3] = shared;
   size_t wrong = 0;
   size_t last = bodies.size();  // the body that ran last; none yet
   const auto check_last = [&] {
-    const float* buf = last == 2 ? flat.data() : last == 3 ? shared : nullptr;
-    if (buf != nullptr)
-      for (int64_t i : probes) wrong += buf[i] != 1.0f;
+    if (last < bodies.size() && kolo_result[last] != nullptr)
+      for (int64_t i : probes) wrong += kolo_result[last][i] != 1.0f;
   };
   const auto before = kolo::runtime_stats();
   auto st = kolo::bench::measure(o.warmup, o.iters, bodies, [&](size_t next) {

@@ -166,12 +166,11 @@ void print_result(const Options& o, const Result& r) {
               "for allreduces (mean)\n",
               r.per_rank_ips, r.total_ips, r.step_ms_median, r.wait_ms_mean,
               r.step_ms_median > 0 ? 100.0 * r.wait_ms_mean / r.step_ms_median : 0.0);
-  if (r.ranks > 1)
+  std::printf("rank 0's step time less its wait: p10 %.1f ms, p90 %.1f ms\n", r.compute_ms_p10, r.compute_ms_p90);
+  if (r.ranks > 1) {
     std::printf("wait: %.3f ms per step even for the last rank to finish its backward pass (mean over steps of "
                 "the least wait of any rank); the rest is ranks waiting for each other\n",
                 r.wait_floor_ms_mean);
-  std::printf("rank 0's step time less its wait: p10 %.1f ms, p90 %.1f ms\n", r.compute_ms_p10, r.compute_ms_p90);
-  if (r.ranks > 1) {
     std::printf("wait per rank (ms per step):");
     for (size_t i = 0; i < r.rank_wait_ms.size(); ++i) std::printf(" %zu: %.3f", i, r.rank_wait_ms[i]);
     std::printf("\n");

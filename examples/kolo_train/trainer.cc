@@ -221,13 +221,14 @@ EpochStats train_epoch(Run& r, int epoch) {
     nn::gather_batch(r.data.train, r.sampler.batch(b), r.augment, aug_rng, x, y);
     nn::LossResult res;
     bool updated = false;
-    double mpi_wait = 0.0;
+    double wait = 0.0;  // seconds the update waited for gradient averaging
     if (r.engine) {
       res = r.engine->train_step(x, y, r.opt->lr(), &updated);
+      wait = r.engine->last_wait_seconds();
     } else if (r.o.gradients == "mpi") {
       res = loss.forward(r.model->forward(x, true), y.data());
       r.model->backward(x, loss.grad(), {});
-      mpi_wait = average_gradients_with_mpi(r.opt->inner().params());
+      wait = average_gradients_with_mpi(r.opt->inner().params());
       r.opt->inner().step();
       r.opt->zero_grad();
       updated = true;
@@ -236,12 +237,10 @@ EpochStats train_epoch(Run& r, int epoch) {
       r.model->backward(x, loss.grad(), r.opt->hook());
       updated = r.opt->step();
       if (updated) r.opt->zero_grad();
+      wait = r.opt->last_wait_seconds();
     }
     ++r.step;
     if (r.o.on_step) {
-      const double wait = r.engine                   ? r.engine->last_wait_seconds()
-                          : r.o.gradients == "mpi" ? mpi_wait
-                                                   : r.opt->last_wait_seconds();
       r.o.on_step({epoch, b, static_cast<int64_t>(y.size()), seconds_since(step_start),
                    updated ? wait : 0.0, res.loss});
     }
@@ -304,8 +303,10 @@ nn::Augment make_augment(const TrainOptions& o, const nn::Dataset& train) {
 Run make_run(const TrainOptions& o) {
   if (o.gradients != "kolo" && o.gradients != "mpi")
     throw std::invalid_argument("unknown gradients mode \"" + o.gradients + "\" (known: kolo, mpi)");
-  if (o.gradients == "mpi" && o.device != "cpu")
-    throw std::invalid_argument("the mpi gradients baseline runs on the CPU only (--device cpu)");
+  if (o.gradients == "mpi" && (o.device != "cpu" || o.backward_passes_per_step != 1 || o.fp16))
+    throw std::invalid_argument(
+        "the mpi gradients baseline averages every step's fp32 gradients on the CPU: it takes --device cpu, one "
+        "backward pass per step and no fp16 compression");
   Data data = load_data(o);
   auto model = nn::make_model(o.model, data.train.sample_shape, data.train.num_classes, o.seed);
   nn::ShardedSampler sampler(static_cast<int64_t>(data.train.size()), kolo::rank(), kolo::size(),
