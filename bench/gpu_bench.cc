@@ -140,7 +140,7 @@ Work make_work(void* base, const std::vector<size_t>& counts, int device) {
     e.view = kolo::TensorView{static_cast<char*>(base) + at, kolo::DType::kFloat32, {static_cast<int64_t>(counts[i])}};
     e.view.device = kolo::Device::gpu(device);
     e.request.name = name;
-    e.handle = std::make_shared<kolo::detail::HandleState>(name);
+    e.handle = std::make_shared<kolo::detail::HandleState>(name, kolo::OpKind::kAllreduce);
     w.response.names.push_back(name);
     w.response.sizes.push_back(static_cast<int64_t>(counts[i]));
     w.entries.push_back(std::move(e));

@@ -401,8 +401,10 @@ Status Coordinator::execute_list(const ResponseList& list) {
     const auto t0 = Clock::now();
     if (Status met = backend_.rendezvous(); !met.is_ok()) {
       // The runtime stops with this error; the entries already taken fail with it too.
-      if (first_taken.is_ok())
+      if (first_taken.is_ok()) {
+        queue_.release(entries_);
         for (auto& e : entries_) e.handle->complete(met), e.handle.reset();
+      }
       return met;
     }
     rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
@@ -450,6 +452,8 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     for (const auto& e : entries) cache_.remember(e.request);
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);
+  // Names are freed before the handles complete: a thread woken by its handle may resubmit.
+  queue_.release(entries);
   for (auto& e : entries) {
     e.handle->complete(s);
     e.handle.reset();  // the user's handle may be the last owner now

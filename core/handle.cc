@@ -58,6 +58,10 @@ bool Handle::wait_for(std::chrono::milliseconds timeout) const {
 }
 
 const Tensor& Handle::gathered() const {
+  if (must(state_).kind != OpKind::kAllgather)
+    throw Error(Status::invalid_argument("kolo::Handle::gathered() on \"" + state_->name +
+                                         "\": only allgather handles hold a gathered tensor; this one is " +
+                                         std::string(op_kind_name(state_->kind))));
   throw_if_error(status());
   return state_->gathered;
 }

@@ -17,7 +17,7 @@
 namespace kolo::detail {
 
 struct HandleState {
-  explicit HandleState(std::string tensor_name) : name(std::move(tensor_name)) {}
+  HandleState(std::string tensor_name, OpKind op_kind) : name(std::move(tensor_name)), kind(op_kind) {}
   ~HandleState();
 
   // Marks done with `s` and wakes waiters. Later calls are ignored.
@@ -26,6 +26,7 @@ struct HandleState {
   void wait();
 
   const std::string name;
+  const OpKind kind;  // which collective: decides what the handle may be asked for
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;         // guarded by mu

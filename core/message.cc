@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersion = 4;  // 4: requests no longer carry a duplicate flag
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -110,11 +110,11 @@ Status corrupt(const char* what, const Reader& r) {
 }
 
 bool get_request(Reader& r, Request* q) {
-  uint8_t kind, op, dt, dup;
+  uint8_t kind, op, dt;
   return r.pod(&q->rank) && r.u8(&kind) && enum_in_range(kind, 3, &q->kind) && r.u8(&op) &&
          enum_in_range(op, kNumReduceOps, &q->reduce_op) && r.u8(&dt) && enum_in_range(dt, kNumDTypes, &q->dtype) &&
          get_device(r, &q->device) && r.pod(&q->root) && r.pod(&q->prescale) && r.pod(&q->postscale) &&
-         r.i64s(&q->shape) && r.str(&q->name) && r.u8(&dup) && dup <= 1 && ((q->duplicate = dup), true);
+         r.i64s(&q->shape) && r.str(&q->name);
 }
 
 bool get_response(Reader& r, Response* s) {
@@ -149,7 +149,6 @@ std::vector<uint8_t> encode(const RequestList& list) {
     w.pod(q.postscale);
     w.i64s(q.shape);
     w.str(q.name);
-    w.u8(q.duplicate ? 1 : 0);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(list.cached.size()));
   for (uint32_t id : list.cached) w.pod(id);

@@ -29,9 +29,6 @@ struct Request {
   double postscale = 1.0;
   Shape shape;
   std::string name;
-  // Set when this rank submitted `name` again while the first was in flight: the whole
-  // collective then fails on every rank.
-  bool duplicate = false;
 
   bool operator==(const Request&) const = default;
 };

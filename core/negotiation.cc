@@ -88,11 +88,13 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     slot.poison.clear();
     slot.first_seen = now;
   }
-  if (q.duplicate || slot.have[rank]) {
-    // The first submission stays counted; the collective as a whole is now an error.
+  if (slot.have[rank]) {
+    // A rank's queue holds a name until its collective completed there, and that needs this
+    // round's response: a second request of one rank in one round is a protocol fault. It
+    // fails this round on every rank (the first request stays counted), not the job.
     if (slot.poison.empty())
-      slot.poison = quoted(q) + ": submitted twice on rank " + std::to_string(rank) +
-                    " while the first was still in flight (names must be unique among pending collectives)";
+      slot.poison = quoted(q) + ": rank " + std::to_string(rank) +
+                    " sent two requests for one round (internal error in kolo's protocol)";
     return Status::ok();
   }
   slot.have[rank] = true;

@@ -3,9 +3,8 @@
 // MPI, no threads, no clock of its own (time is passed in), so it is tested without peers.
 //
 // A name becomes a Response once every rank has submitted it. If the ranks disagree (kind,
-// dtype, reduce op, shape, root, scale factors, device) or one submitted it twice while in
-// flight, the Response is an error whose message names the tensor, the ranks and the values,
-// e.g.  allreduce "fc1.w": shape [120,400] on ranks 0,2 but [120,401] on rank 1
+// dtype, reduce op, shape, root, scale factors, device), the Response is an error whose
+// message names the tensor, the ranks and the values, e.g.  allreduce "fc1.w": shape [120,400] on ranks 0,2 but [120,401] on rank 1
 //
 // Thread safety: none; owned and used by the coordinator thread of rank 0.
 #pragma once

@@ -6,7 +6,7 @@
 // root, scales, device kind) in the order the tensors appear in rank 0's response lists,
 // which is the same everywhere — so ids agree without any message. A rank whose new request
 // matches its cached signature sends only the id; rank 0 rebuilds the request from its own
-// copy. Anything else (a new name, a changed shape, a duplicate) travels in full.
+// copy. Anything else (a new name, a changed shape) travels in full.
 // Allgather is never cached: its first dimension differs per rank.
 //
 // Why ids and not Horovod's per-cycle bit vector: kolo's ranks do not negotiate in lockstep
@@ -42,7 +42,7 @@ class ResponseCache {
   void remember(const Request& q);
 
   static bool cacheable(const Request& q) {
-    return q.kind != OpKind::kAllgather && !q.duplicate;
+    return q.kind != OpKind::kAllgather;
   }
 
  private:

@@ -98,13 +98,28 @@ Status validate(const TensorView& t, const std::string& name, const char* what) 
   return Status::ok();
 }
 
+// What a request's header says that this rank alone can judge: finite scale factors, a root
+// that is a rank. Checked before queueing, the same for every executor.
+Status validate_header(const Request& q, const std::string& name, int size) {
+  auto where = [&] { return std::string(op_kind_name(q.kind)) + " \"" + name + "\": "; };
+  auto finite = [](double v) { return v - v == 0.0; };  // false for NaN and ±inf
+  if (q.kind == OpKind::kAllreduce && (!finite(q.prescale) || !finite(q.postscale)))
+    return Status::invalid_argument(where() + "scale factors must be finite (prescale " + std::to_string(q.prescale) +
+                                    ", postscale " + std::to_string(q.postscale) + ")");
+  if (q.kind == OpKind::kBroadcast && (q.root < 0 || q.root >= size))
+    return Status::invalid_argument(where() + "root " + std::to_string(q.root) + " is not a rank (ranks are 0.." +
+                                    std::to_string(size - 1) + ")");
+  return Status::ok();
+}
+
 // `req` is the request's header (kind, reduce op, root, scales); the queue fills in the rest.
 Handle submit(const TensorView& t, const std::string& name, Request req) {
-  auto state = std::make_shared<detail::HandleState>(name);
+  auto state = std::make_shared<detail::HandleState>(name, req.kind);
   Handle h(state);
   Status s = validate(t, name, op_kind_name(req.kind).data());
   Runtime* rt = g_runtime.get();
   if (s.is_ok() && !rt) s = Status::invalid_argument("kolo is not initialised: call kolo::init() first");
+  if (s.is_ok()) s = validate_header(req, name, rt->topo.size);
   if (!s.is_ok()) {
     state->complete(s);
     return h;

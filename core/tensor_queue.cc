@@ -6,13 +6,12 @@ namespace {
 
 // Writes into *q the request for `view` under `name`: rank, kind, reduce op, root and scales
 // from `header`, the rest from the view. Assignment keeps q's shape and name capacity.
-void fill(Request* q, const Request& header, const std::string& name, const TensorView& view, bool duplicate) {
+void fill(Request* q, const Request& header, const std::string& name, const TensorView& view) {
   *q = header;
   q->name = name;
   q->shape = view.shape;
   q->dtype = view.dtype;
   q->device = view.device;
-  q->duplicate = duplicate;
 }
 
 }  // namespace
@@ -35,18 +34,18 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
       bool fresh = false;
       const uint32_t i = entries_.acquire(name, &fresh);
       if (!fresh) {
-        // Duplicate: this handle fails now; the flagged request fails the collective everywhere.
-        if (num_requests_ == requests_.size()) requests_.emplace_back();
-        fill(&requests_[num_requests_++], header, name, view, /*duplicate=*/true);
+        // Duplicate: only this handle fails; the collective in flight goes on untouched.
         why = Status::invalid_argument(std::string(op_kind_name(header.kind)) + " \"" + name +
-                                       "\": submitted twice on rank " + std::to_string(header.rank) +
-                                       " while the first was still in flight (names must be unique among "
-                                       "pending collectives)");
+                                       "\": submitted again on rank " + std::to_string(header.rank) +
+                                       " while a collective under this name is still in flight; this "
+                                       "submission is refused and the one in flight goes on (a name may be "
+                                       "reused once its handle has completed)");
       } else {
         TensorEntry& e = entries_.value(i);
         e.view = view;
-        fill(&e.request, header, name, view, /*duplicate=*/false);
+        fill(&e.request, header, name, view);
         e.handle = std::move(handle);
+        e.slot = i;
         queue_request(e.request);
       }
     }
@@ -81,7 +80,7 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
   taking_.clear();
   for (const std::string& n : names) {
     const int64_t i = entries_.find(n);
-    if (i < 0) {
+    if (i < 0 || !entries_.value(static_cast<uint32_t>(i)).handle) {  // absent, or taken already
       out->clear();
       return Status::internal("rank 0 scheduled \"" + n + "\", which this rank has not submitted");
     }
@@ -106,10 +105,15 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
     // Copy-assigned (cheaper than swapping here): both sides keep their buffers' capacity.
     to.view = from.view;
     to.request = from.request;
-    to.handle = std::move(from.handle);
-    entries_.release(taking_[k]);
+    to.handle = std::move(from.handle);  // a null handle marks the name as executing
+    to.slot = taking_[k];
   }
   return Status::ok();
+}
+
+void TensorQueue::release(const std::vector<TensorEntry>& entries) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const TensorEntry& e : entries) entries_.release(e.slot);
 }
 
 void TensorQueue::wait_for_work(std::chrono::microseconds timeout) {
@@ -136,7 +140,8 @@ void TensorQueue::close(const Status& reason) {
     std::vector<uint32_t> in_use;
     entries_.for_each_in_use([&](uint32_t i) { in_use.push_back(i); });
     for (uint32_t i : in_use) {
-      pending.push_back(std::move(entries_.value(i).handle));
+      // Executing entries have no handle here: the coordinator completes them.
+      if (auto& h = entries_.value(i).handle) pending.push_back(std::move(h));
       entries_.release(i);
     }
     num_requests_ = 0;

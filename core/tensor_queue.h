@@ -2,8 +2,15 @@
 //
 // push() records the tensor under its name and queues its Request; the coordinator takes
 // the new requests each cycle (take_requests) and, once rank 0 has decided, takes the
-// entries by name to execute them (take_entries). A name already pending is a duplicate:
-// the new handle fails at once and a flagged request makes the collective fail everywhere.
+// entries by name to execute them (take_entries), and releases their names once executed
+// (release), right before their handles complete.
+//
+// Duplicates: a name is reserved from push() until release(), i.e. until its handle is about
+// to complete. A push of a reserved name is refused on this rank at once: the new handle
+// fails, nothing is sent to peers, and the collective already in flight under that name is
+// unaffected (Horovod's rule). Holding the name through execution (not only until rank 0
+// decided) is what keeps a resubmission during execution from becoming a second round on
+// this rank alone, which would pair with the peers' next round (docs/runtime.md).
 //
 // Steady state allocates nothing: entries live in per-name slots reused every step
 // (core/slot_table.h), and requests and entries are copied into the caller's buffers,
@@ -34,6 +41,7 @@ struct TensorEntry {
   TensorView view;
   Request request;
   std::shared_ptr<detail::HandleState> handle;
+  uint32_t slot = 0;  // the queue's slot for the name (what release() frees)
 };
 
 class TensorQueue {
@@ -41,15 +49,19 @@ class TensorQueue {
   // Queues one collective on `view` under `name`. `header` gives rank, kind, reduce op, root
   // and scale factors; name, dtype, shape and device are taken from `name` and `view`.
   // Returns false (and completes `handle` with an error) if the queue is closed or the name
-  // is already pending. Wakes the coordinator if it is waiting.
+  // is reserved (pending or executing). Wakes the coordinator if it is waiting.
   bool push(const TensorView& view, const std::string& name, const Request& header,
             std::shared_ptr<detail::HandleState> handle);
   // Swaps the requests queued since the last call into *out and returns how many there are:
   // (*out)[0..n) are the requests; elements past n are spare buffers the queue reuses.
   size_t take_requests(std::vector<Request>* out);
-  // Removes the entries for `names` and copies them into *out (resized to names.size();
-  // out's element buffers are reused, not freed). A name that is not pending is an error and removes nothing.
+  // Moves the entries for `names` into *out (resized to names.size(); out's element buffers
+  // are reused, not freed). The names stay reserved until release(). A name that is not
+  // pending (never pushed, or already taken) is an error and takes nothing.
   Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out);
+  // Frees the names of `entries` (taken by take_entries) for their next submission. Call it
+  // before completing their handles, so that a thread woken by its handle may resubmit.
+  void release(const std::vector<TensorEntry>& entries);
   // Blocks until a request is queued, the queue is closed, or `timeout` passes.
   void wait_for_work(std::chrono::microseconds timeout);
   bool has_requests();

@@ -1,9 +1,14 @@
 // kolo/collectives.h — the collectives training code submits.
 //
 // Every call names its tensor. Names identify one collective in flight and must be the
-// same on every rank; submitting a name again before its previous collective completed is
-// an error (on every rank). The coordinator thread negotiates which names every rank has
-// submitted, fuses small tensors, and executes them in one order on all ranks.
+// same on every rank. Submitting a name again before its handle on this rank completed is
+// refused at once on this rank (the new handle fails with an invalid-argument error; the
+// peers are not told); the collective already in flight under that name is unaffected on
+// every rank. A name may be reused as soon as its handle has completed. The coordinator
+// thread negotiates which names every rank has submitted, fuses small tensors, and executes
+// them in one order on all ranks.
+// Invalid arguments that one rank can judge alone (empty name, negative dimension, null
+// data, non-finite scale factors, a broadcast root outside [0, size)) fail the handle at once.
 //
 // REQUIRES: kolo::init() was called.
 // Memory: the view's memory must stay valid and untouched until the Handle completes;

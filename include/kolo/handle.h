@@ -36,7 +36,8 @@ class [[nodiscard]] Handle {
   const Status& status() const;
   // Blocks at most `timeout`; true when done.
   bool wait_for(std::chrono::milliseconds timeout) const;
-  // Allgather only: the gathered tensor (blocks until done; throws on failure).
+  // Allgather only: the gathered tensor (blocks until done; throws on failure, and throws
+  // kolo::Error at once on the handle of any other collective).
   const Tensor& gathered() const;
 
  private:

@@ -22,7 +22,6 @@ Request random_request(std::mt19937& rng, int i) {
   q.postscale = 1.0 / (1 + rng() % 7);
   for (unsigned d = 0; d < rng() % 5; ++d) q.shape.push_back(static_cast<int64_t>(rng() % 1000));
   q.name = "layer." + std::to_string(i) + (rng() % 2 ? ".weight" : ".bias");
-  q.duplicate = rng() % 5 == 0;
   return q;
 }
 

@@ -1,5 +1,6 @@
-// TensorQueue: requests come out in push order, entries by name; a duplicate fails its own
-// handle and queues a flagged request; a missing name takes nothing; close fails the rest.
+// TensorQueue: requests come out in push order, entries by name; a name stays reserved from
+// push to release, and a duplicate fails only its own handle (nothing is queued for it); a
+// missing name takes nothing; close fails the rest.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -13,7 +14,7 @@ using namespace kolo;
 namespace {
 
 std::shared_ptr<detail::HandleState> state(const std::string& name) {
-  return std::make_shared<detail::HandleState>(name);
+  return std::make_shared<detail::HandleState>(name, OpKind::kAllreduce);
 }
 
 Request header(int rank = 1) {
@@ -58,31 +59,73 @@ TEST_CASE("entries are taken by name, in the order asked, and reused buffers sta
     CHECK(entries[0].handle == hb);
     CHECK(entries[1].view.shape == Shape{2, 3});
     CHECK(entries[1].handle == ha);
-    // Taken: the name is free for the next step.
-    CHECK_FALSE(q.take_entries({"a"}, &entries).is_ok());
-    // A shorter response next: the vector shrinks to fit.
+    // Taken, not yet released: the names are still reserved and cannot be taken again.
+    std::vector<TensorEntry> again;
+    CHECK_FALSE(q.take_entries({"a"}, &again).is_ok());
+    q.release(entries);
+    // Released: the name is free for the next step. A shorter response next: the vector
+    // shrinks to fit.
     REQUIRE(q.push(TensorView::of(a.data(), {2, 3}), "a", header(), ha));
+    q.take_requests(&reqs);
     REQUIRE(q.take_entries({"a"}, &entries).is_ok());
     CHECK(entries.size() == 1);
     CHECK(entries[0].request.name == "a");
+    q.release(entries);
   }
 }
 
-TEST_CASE("a duplicate name fails at once and is flagged for rank 0", "[queue]") {
+TEST_CASE("a duplicate fails at once on its rank only and sends nothing", "[queue]") {
   TensorQueue q;
   std::vector<float> a(4);
   auto first = state("a"), second = state("a");
   REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), first));
   CHECK_FALSE(q.push(TensorView::of(a.data(), {4}), "a", header(), second));
   CHECK(second->done);
-  CHECK(second->status.message().find("submitted twice on rank 1") != std::string::npos);
+  CHECK(second->status.message().find("\"a\": submitted again on rank 1") != std::string::npos);
+  CHECK(second->status.message().find("the one in flight goes on") != std::string::npos);
   CHECK_FALSE(first->done);
   std::vector<Request> out;
-  REQUIRE(q.take_requests(&out) == 2);
-  CHECK_FALSE(out[0].duplicate);
-  CHECK(out[1].duplicate);
-  CHECK(out[1].name == "a");
+  REQUIRE(q.take_requests(&out) == 1);  // only the first travels to rank 0
+  CHECK(out[0].name == "a");
   second->observed = true;
+}
+
+TEST_CASE("a name stays reserved while it executes and is free once released", "[queue]") {
+  TensorQueue q;
+  std::vector<float> a(4);
+  REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), state("a")));
+  std::vector<Request> out;
+  q.take_requests(&out);
+  std::vector<TensorEntry> entries;
+  REQUIRE(q.take_entries({"a"}, &entries).is_ok());
+  // Executing: a resubmission now would otherwise start a round the peers never match.
+  auto during = state("a");
+  CHECK_FALSE(q.push(TensorView::of(a.data(), {4}), "a", header(), during));
+  CHECK(during->done);
+  CHECK(q.take_requests(&out) == 0);
+  q.release(entries);
+  entries[0].handle->complete(Status::ok());
+  auto after = state("a");
+  REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), after));
+  CHECK_FALSE(after->done);
+  CHECK(q.take_requests(&out) == 1);
+  during->observed = true;
+}
+
+TEST_CASE("close while a name executes leaves that handle to the coordinator", "[queue]") {
+  TensorQueue q;
+  std::vector<float> a(4);
+  auto executing = state("a"), pending = state("b");
+  REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), executing));
+  REQUIRE(q.push(TensorView::of(a.data(), {4}), "b", header(), pending));
+  std::vector<TensorEntry> entries;
+  REQUIRE(q.take_entries({"a"}, &entries).is_ok());
+  q.close(Status::aborted("stopped"));
+  CHECK(pending->done);
+  CHECK_FALSE(executing->done);
+  q.release(entries);  // after close: harmless
+  entries[0].handle->complete(Status::ok());
+  pending->observed = true;
 }
 
 TEST_CASE("a name rank 0 scheduled but this rank lacks takes nothing", "[queue]") {

@@ -26,7 +26,6 @@ int main(int argc, char** argv) {
   q.kind = kolo::OpKind::kAllgather;
   q.name = "rows";
   q.shape = {5, 2};
-  q.duplicate = true;
   rl.requests.push_back(q);
   write(dir + "/requests-two", kolo::encode(rl));
   rl.shutdown = true;

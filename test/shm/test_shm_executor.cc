@@ -46,7 +46,7 @@ TensorEntry entry(const std::string& name, void* data, DType t, Shape shape) {
   e.view.data = data;
   e.view.dtype = t;
   e.view.shape = std::move(shape);
-  e.handle = std::make_shared<kolo::detail::HandleState>(name);
+  e.handle = std::make_shared<kolo::detail::HandleState>(name, kolo::OpKind::kAllreduce);
   return e;
 }
 
