@@ -7,7 +7,9 @@
 
 #include "core/burst_hold.h"
 #include "core/fusion.h"
+#include "core/join.h"
 #include "core/logging.h"
+#include "ops/cpu_reduce.h"
 
 namespace kolo {
 namespace {
@@ -181,8 +183,13 @@ void Coordinator::loop() {
 Status Coordinator::root_cycle(bool* activity) {
   // One clock reading per batch: the stall inspector needs no finer resolution.
   auto now = Clock::now();
+  const bool my_join = queue_.take_join();  // before the requests pushed ahead of it
   const size_t mine = queue_.take_requests(&requests_);
   for (size_t i = 0; i < mine; ++i) KOLO_RETURN_IF_ERROR(add_request(requests_[i], requests_[i].rank, now));
+  if (my_join) {
+    KOLO_RETURN_IF_ERROR(table_.join(0));
+    *activity = true;
+  }
   if (mine > 0) {
     *activity = true;
     last_arrival_ = now;
@@ -214,6 +221,7 @@ Status Coordinator::root_cycle(bool* activity) {
                                 std::to_string(id) + ", which rank 0 does not have");
       KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
     }
+    if (list.join) KOLO_RETURN_IF_ERROR(table_.join(source));
     if (list.shutdown && !shutdown) {
       shutdown = true;
       reason = !list.shutdown_reason.empty()
@@ -238,9 +246,17 @@ Status Coordinator::root_cycle(bool* activity) {
       }
     timeline_->cycle_mark();
   }
-  if (!ready.empty() || shutdown || pending_params_) {
+  // Every rank has joined: the names still pending are complete (taken above, as nothing is
+  // held then), and this list ends everyone's join().
+  const bool join_done = table_.all_joined();
+  if (!ready.empty() || shutdown || pending_params_ || join_done) {
     ResponseList list;
     list.responses = std::move(ready);
+    if (join_done) {
+      list.join_done = true;
+      list.last_joined = table_.last_joined();
+      table_.reset_join();
+    }
     list.shutdown = shutdown;
     list.shutdown_reason = reason;
     if (pending_params_) {
@@ -267,6 +283,7 @@ Status Coordinator::root_cycle(bool* activity) {
 
 Status Coordinator::worker_cycle(bool* activity) {
   RequestList out;
+  out.join = queue_.take_join();  // before the requests pushed ahead of it
   const size_t mine = queue_.take_requests(&requests_);
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
@@ -278,7 +295,7 @@ Status Coordinator::worker_cycle(bool* activity) {
     out.shutdown_reason = take_reason();
     shutdown_sent_ = true;
   }
-  if (!out.requests.empty() || !out.cached.empty() || out.shutdown) {
+  if (!out.requests.empty() || !out.cached.empty() || out.shutdown || out.join) {
     KOLO_RETURN_IF_ERROR(backend_.channel().send_to_root(encode(out)));
     *activity = true;
   }
@@ -312,7 +329,8 @@ Status Coordinator::worker_cycle(bool* activity) {
 }
 
 bool Coordinator::hold_burst(bool shutdown) {
-  if (config_.burst_hold_us == 0 || table_.num_ready() == 0 || shutdown || pending_params_) {
+  if (config_.burst_hold_us == 0 || table_.num_ready() == 0 || shutdown || pending_params_ ||
+      table_.all_joined()) {
     holding_ = false;
     return false;
   }
@@ -396,12 +414,12 @@ Status Coordinator::execute_list(const ResponseList& list) {
   // The first response's entries are taken before meeting the peers, so that the rendezvous
   // lines the ranks up right before the data moves, not before this rank's bookkeeping
   // (a 1,000-tensor response is 1,000 look-ups).
-  Status first_taken = rs.empty() ? Status::ok() : queue_.take_entries(rs[0].names, &entries_);
+  Status first_taken = rs.empty() ? Status::ok() : take(rs[0]);
   if (collectives) {
     const auto t0 = Clock::now();
     if (Status met = backend_.rendezvous(); !met.is_ok()) {
       // The runtime stops with this error; the entries already taken fail with it too.
-      if (first_taken.is_ok()) {
+      if (first_taken.is_ok() && !joined_in(rs[0], topo_.rank)) {
         queue_.release(entries_);
         for (auto& e : entries_) e.handle->complete(met), e.handle.reset();
       }
@@ -410,13 +428,22 @@ Status Coordinator::execute_list(const ResponseList& list) {
     rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                              std::memory_order_relaxed);
   }
-  for (size_t i = 0; i < rs.size(); ++i)
-    execute_one(rs[i], i == 0 ? std::move(first_taken) : queue_.take_entries(rs[i].names, &entries_));
+  for (size_t i = 0; i < rs.size(); ++i) execute_one(rs[i], i == 0 ? std::move(first_taken) : take(rs[i]));
+  // After the responses: a joined rank's join() returns once the last collectives it took
+  // part in are done.
+  if (list.join_done) queue_.complete_join(Status::ok(), list.last_joined);
+  return Status::ok();
+}
+
+Status Coordinator::take(const Response& r) {
+  if (!joined_in(r, topo_.rank)) return queue_.take_entries(r.names, &entries_);
+  stand_in_entries(r, &entries_, &join_scratch_);
   return Status::ok();
 }
 
 void Coordinator::execute_one(const Response& r, Status taken) {
   std::vector<TensorEntry>& entries = entries_;  // filled by take_entries; elements keep their buffers
+  const bool stand_in = joined_in(r, topo_.rank);  // this rank has joined: entries are stand-ins
   Status s = std::move(taken);
   if (!s.is_ok()) {
     KOLO_LOG(LogLevel::kError, s.message());
@@ -432,26 +459,50 @@ void Coordinator::execute_one(const Response& r, Status taken) {
   if (r.type == Response::Type::kError) {
     s = Status::mismatch(r.error);
   } else {
+    // With joined ranks (core/join.h): an average divides by the ranks that contributed, so
+    // the executors sum and the division follows here; a stand-in is the identity already
+    // and is not prescaled.
+    const Response* run = &r;
+    const bool average_joined =
+        !r.joined.empty() && r.type == Response::Type::kAllreduce && r.reduce_op == ReduceOp::kAverage;
+    if (average_joined || (stand_in && r.prescale != 1.0)) {
+      adjusted_ = r;
+      if (average_joined) adjusted_.reduce_op = ReduceOp::kSum, adjusted_.postscale = 1.0;
+      if (stand_in) adjusted_.prescale = 1.0;
+      run = &adjusted_;
+    }
     Executor* chosen = nullptr;
     for (Executor* e : backend_.executors()) {
-      if (e->accepts(r)) {
+      if (e->accepts(*run)) {
         chosen = e;
         break;
       }
     }
     const auto t0 = Clock::now();
-    s = chosen ? chosen->execute(r, entries)
+    s = chosen ? chosen->execute(*run, entries)
                : Status::invalid_argument("\"" + r.names[0] + "\": no executor runs " + device_name(r.device) +
                                           " tensors in this build");
+    if (s.is_ok() && average_joined && !stand_in) {
+      const int contributors = topo_.size - static_cast<int>(r.joined.size());
+      for (const TensorEntry& e : entries)
+        ops::apply_postscale(e.view.data, static_cast<size_t>(e.view.num_elements()), r.dtype, ReduceOp::kAverage,
+                             contributors, r.postscale);
+    }
     execution_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                             std::memory_order_relaxed);
     collectives_.fetch_add(1, std::memory_order_relaxed);
   }
   tensors_.fetch_add(entries.size(), std::memory_order_relaxed);
-  if (s.is_ok() && cache_.enabled())
+  // Responses with joined ranks are not cached on any rank (a stand-in lacks the shape), so
+  // the caches stay identical.
+  if (s.is_ok() && cache_.enabled() && r.joined.empty())
     for (const auto& e : entries) cache_.remember(e.request);
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);
+  if (stand_in) {
+    for (auto& e : entries) e.handle.reset();  // private: nobody waits on them
+    return;
+  }
   // Names are freed before the handles complete: a thread woken by its handle may resubmit.
   queue_.release(entries);
   for (auto& e : entries) {

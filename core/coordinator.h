@@ -51,7 +51,9 @@ class Coordinator {
   Status root_cycle(bool* activity);
   Status worker_cycle(bool* activity);
   Status execute_list(const ResponseList& list);
-  // Runs `response` on entries_, which take_entries just filled with status `taken`.
+  // Fills entries_ for `r`: this rank's queued tensors, or stand-ins where it has joined.
+  Status take(const Response& r);
+  // Runs `response` on entries_, which take just filled with status `taken`.
   void execute_one(const Response& response, Status taken);
   void check_stalls(bool* shutdown, std::string* reason);
   void root_drain_acks();
@@ -75,6 +77,8 @@ class Coordinator {
   MessageTable table_;  // rank 0 only
   std::vector<Request> requests_;     // reused buffer for this rank's new requests
   std::vector<TensorEntry> entries_;  // reused buffer for the entries of one response
+  std::vector<std::byte> join_scratch_;  // stand-in tensors of a joined rank (core/join.h)
+  Response adjusted_;                    // a response as executed with joined ranks
   ResponseCache cache_;  // identical on every rank (core/response_cache.h)
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;

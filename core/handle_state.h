@@ -33,6 +33,7 @@ struct HandleState {
   bool observed = false;     // guarded by mu: someone looked at `status`
   Status status;             // written before done is set; read-only afterwards
   Tensor gathered;           // allgather output; written by the coordinator before done
+  int join_last_rank = -1;   // kolo::join(): the last rank to join; written before done
 };
 
 }  // namespace kolo::detail

@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 4;  // 4: requests no longer carry a duplicate flag
+constexpr uint8_t kVersion = 5;  // 5: join (request flag, joined ranks, join completion)
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -117,6 +117,18 @@ bool get_request(Reader& r, Request* q) {
          r.i64s(&q->shape) && r.str(&q->name);
 }
 
+void put_i32s(Writer& w, const std::vector<int32_t>& v) {
+  w.pod<uint32_t>(static_cast<uint32_t>(v.size()));
+  for (int32_t x : v) w.pod(x);
+}
+bool get_i32s(Reader& r, std::vector<int32_t>* v) {
+  uint32_t c;
+  if (!r.count(&c, 4)) return false;
+  v->resize(c);
+  for (auto& x : *v) r.pod(&x);
+  return true;
+}
+
 bool get_response(Reader& r, Response* s) {
   uint8_t type, dt, op;
   uint32_t n;
@@ -126,7 +138,8 @@ bool get_response(Reader& r, Response* s) {
     if (!r.str(&name)) return false;
   return r.u8(&dt) && enum_in_range(dt, kNumDTypes, &s->dtype) && r.u8(&op) &&
          enum_in_range(op, kNumReduceOps, &s->reduce_op) && get_device(r, &s->device) && r.pod(&s->root) &&
-         r.pod(&s->prescale) && r.pod(&s->postscale) && r.i64s(&s->sizes) && r.str(&s->error);
+         r.pod(&s->prescale) && r.pod(&s->postscale) && r.i64s(&s->sizes) && r.str(&s->error) &&
+         get_i32s(r, &s->joined) && r.i64s(&s->row_shape);
 }
 
 }  // namespace
@@ -135,7 +148,7 @@ std::vector<uint8_t> encode(const RequestList& list) {
   Writer w;
   w.u8(kRequestMagic);
   w.u8(kVersion);
-  w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.shutdown_ack ? 2 : 0)));
+  w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.shutdown_ack ? 2 : 0) | (list.join ? 4 : 0)));
   w.str(list.shutdown_reason);
   w.pod<uint32_t>(static_cast<uint32_t>(list.requests.size()));
   for (const Request& q : list.requests) {
@@ -159,8 +172,9 @@ std::vector<uint8_t> encode(const ResponseList& list) {
   Writer w;
   w.u8(kResponseMagic);
   w.u8(kVersion);
-  w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.has_params ? 2 : 0)));
+  w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.has_params ? 2 : 0) | (list.join_done ? 4 : 0)));
   w.str(list.shutdown_reason);
+  if (list.join_done) w.pod(list.last_joined);
   if (list.has_params) {
     w.pod(list.fusion_threshold_bytes);
     w.pod(list.cycle_time_ms);
@@ -179,6 +193,8 @@ std::vector<uint8_t> encode(const ResponseList& list) {
     w.pod(s.postscale);
     w.i64s(s.sizes);
     w.str(s.error);
+    put_i32s(w, s.joined);
+    w.i64s(s.row_shape);
   }
   return w.take();
 }
@@ -189,10 +205,11 @@ Status decode(const uint8_t* data, size_t size, RequestList* out) {
   uint32_t n;
   RequestList list;
   if (!r.u8(&magic) || magic != kRequestMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
-      flags > 3 || !r.str(&list.shutdown_reason) || !r.count(&n, 20))
+      flags > 7 || !r.str(&list.shutdown_reason) || !r.count(&n, 20))
     return corrupt("request", r);
   list.shutdown = flags & 1;
   list.shutdown_ack = flags & 2;
+  list.join = flags & 4;
   list.requests.resize(n);
   for (auto& q : list.requests)
     if (!get_request(r, &q)) return corrupt("request", r);
@@ -211,10 +228,12 @@ Status decode(const uint8_t* data, size_t size, ResponseList* out) {
   uint32_t n;
   ResponseList list;
   if (!r.u8(&magic) || magic != kResponseMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
-      flags > 3 || !r.str(&list.shutdown_reason))
+      flags > 7 || !r.str(&list.shutdown_reason))
     return corrupt("response", r);
   list.shutdown = flags & 1;
   list.has_params = flags & 2;
+  list.join_done = flags & 4;
+  if (list.join_done && (!r.pod(&list.last_joined) || list.last_joined < 0)) return corrupt("response", r);
   if (list.has_params && (!r.pod(&list.fusion_threshold_bytes) || !r.pod(&list.cycle_time_ms) ||
                           !r.pod(&list.cpu_chunk_bytes) || !(list.cycle_time_ms > 0) || list.cpu_chunk_bytes == 0))
     return corrupt("response", r);

@@ -40,6 +40,8 @@ struct RequestList {
   std::string shutdown_reason;  // why this rank asks (empty: an ordinary kolo::shutdown())
   // Requests rank 0 already knows, by response-cache id (core/response_cache.h).
   std::vector<uint32_t> cached;
+  // kolo::join(): this rank has no more data (sent after this list's requests are counted).
+  bool join = false;
   bool operator==(const RequestList&) const = default;
 };
 
@@ -57,6 +59,13 @@ struct Response {
   // kAllreduce: element count of each tensor. kAllgather: first dimension of each rank.
   std::vector<int64_t> sizes;
   std::string error;  // kError: the message every rank's handle fails with
+  // kolo::join(): ranks that have joined and did not submit these tensors, ascending. They
+  // take part with the op's identity (no rows for allgather, a discarded copy for
+  // broadcast). Empty in the common case. Fusion merges only equal sets.
+  std::vector<int32_t> joined;
+  // Allgather with joined ranks: the dimensions after the first (what a joined rank, which
+  // has no tensor of its own, needs to size its part of the exchange).
+  std::vector<int64_t> row_shape;
 
   bool operator==(const Response&) const = default;
 };
@@ -70,6 +79,10 @@ struct ResponseList {
   uint64_t fusion_threshold_bytes = 0;
   double cycle_time_ms = 0;
   uint64_t cpu_chunk_bytes = 0;
+  // kolo::join(): every rank has joined; after this list's responses every rank's join()
+  // returns `last_joined` and the job leaves the joined state.
+  bool join_done = false;
+  int32_t last_joined = -1;
   bool operator==(const ResponseList&) const = default;
 };
 

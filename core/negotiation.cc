@@ -50,7 +50,43 @@ std::string describe_disagreement(const char* attribute, const std::vector<std::
   return s;
 }
 
-MessageTable::MessageTable(int world_size) : size_(world_size) {}
+MessageTable::MessageTable(int world_size) : size_(world_size), joined_(static_cast<size_t>(world_size), false) {}
+
+bool MessageTable::covered(const Slot& slot) const {
+  if (slot.count == size_) return true;
+  if (num_joined_ == 0) return false;
+  int n = slot.count;
+  for (int r = 0; r < size_; ++r)
+    if (joined_[r] && !slot.have[r]) ++n;
+  return n == size_;
+}
+
+void MessageTable::mark_if_complete(uint32_t index, Slot& slot) {
+  if (slot.done || !covered(slot)) return;
+  slot.done = true;
+  completed_.push_back(index);
+  if (slot.first.kind == OpKind::kAllreduce)
+    ready_bytes_ += static_cast<size_t>(num_elements(slot.first.shape)) * dtype_size(slot.first.dtype);
+}
+
+Status MessageTable::join(int rank) {
+  if (rank < 0 || rank >= size_) return Status::internal("join from unknown rank " + std::to_string(rank));
+  if (joined_[rank])
+    return Status::internal("rank " + std::to_string(rank) + " joined twice in one round (internal error in kolo's protocol)");
+  joined_[rank] = true;
+  ++num_joined_;
+  last_joined_ = rank;
+  // Names the other ranks are waiting on may now be complete. Slot order: rank 0 alone
+  // decides, so any order is the same for everyone.
+  slots_.for_each_in_use([&](uint32_t index) { mark_if_complete(index, slots_.value(index)); });
+  return Status::ok();
+}
+
+void MessageTable::reset_join() {
+  joined_.assign(static_cast<size_t>(size_), false);
+  num_joined_ = 0;
+  last_joined_ = -1;
+}
 
 namespace {
 
@@ -85,6 +121,7 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     slot.odd.clear();
     slot.first_dims.clear();
     slot.count = 0;
+    slot.done = false;
     slot.poison.clear();
     slot.first_seen = now;
   }
@@ -97,6 +134,10 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
                     " sent two requests for one round (internal error in kolo's protocol)";
     return Status::ok();
   }
+  if (joined_[rank] && slot.poison.empty())
+    slot.poison = quoted(q) + ": rank " + std::to_string(rank) +
+                  " submitted it after calling kolo::join() (a rank that joined takes part with no data "
+                  "until every rank has joined)";
   slot.have[rank] = true;
   if (slot.count == 0) {
     slot.first = q;
@@ -109,11 +150,8 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     if (slot.first_dims.empty()) slot.first_dims.assign(static_cast<size_t>(size_), 0);
     slot.first_dims[rank] = q.shape[0];
   }
-  if (++slot.count == size_) {
-    completed_.push_back(index);
-    if (slot.first.kind == OpKind::kAllreduce)
-      ready_bytes_ += static_cast<size_t>(num_elements(slot.first.shape)) * dtype_size(slot.first.dtype);
-  }
+  ++slot.count;
+  mark_if_complete(index, slot);
   return Status::ok();
 }
 
@@ -146,12 +184,35 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
   r.postscale = first.postscale;
   r.error.clear();
   r.sizes.resize(1);
+  r.joined.clear();
+  r.row_shape.clear();
+  if (num_joined_ > 0)
+    for (int rk = 0; rk < size_; ++rk)
+      if (joined_[rk] && !slot.have[rk]) r.joined.push_back(rk);
 
   if (!slot.poison.empty()) {
     r.type = Response::Type::kError;
     r.sizes.clear();
     r.error = slot.poison;
     return;
+  }
+  if (!r.joined.empty()) {
+    const std::string what = std::string(op_kind_name(first.kind)) + " \"" + name + "\": ";
+    r.type = Response::Type::kError;
+    r.sizes.clear();
+    if (!first.device.is_cpu()) {
+      r.error = what + "rank(s) " + join_ranks(std::vector<int>(r.joined.begin(), r.joined.end())) +
+                " have joined (kolo::join()), and joined ranks take part in CPU collectives only";
+      return;
+    }
+    if (first.kind == OpKind::kBroadcast && std::binary_search(r.joined.begin(), r.joined.end(), first.root)) {
+      r.error = what + "the root, rank " + std::to_string(first.root) +
+                ", has joined (kolo::join()) and has no data to broadcast";
+      return;
+    }
+    r.sizes.resize(1);
+    if (first.kind == OpKind::kAllgather && !first.shape.empty())
+      r.row_shape.assign(first.shape.begin() + 1, first.shape.end());
   }
   if (slot.odd.empty()) {
     switch (first.kind) {
@@ -248,10 +309,10 @@ std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds
   slots_.for_each_in_use([&](uint32_t index) {
     const Slot& slot = slots_.value(index);
     double waited = std::chrono::duration<double>(now - slot.first_seen).count();
-    if (waited < min_wait_seconds || slot.count == size_) return;
+    if (waited < min_wait_seconds || slot.done) return;
     Pending p{slots_.name(index), slot.first.kind, {}, {}, waited};
     for (int r = 0; r < size_; ++r) {
-      if (slot.have[r]) {
+      if (slot.have[r] || joined_[r]) {
         p.ready_ranks.push_back(r);
       } else {
         p.missing_ranks.push_back(r);

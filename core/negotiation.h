@@ -33,6 +33,17 @@ class MessageTable {
   // The same for `request` submitted by `rank` (request.rank is ignored): a response-cache
   // hit is added from the cache's copy without copying it first.
   Status add(const Request& request, int rank, Clock::time_point now, bool* first = nullptr);
+  // kolo::join(): `rank` has no more data. Until every rank has joined, it counts as ready
+  // for every name it did not submit (the response lists it in Response::joined). A request
+  // from a rank that has joined fails its collective on every rank. An error for a rank
+  // outside [0, size) or one that joined twice.
+  Status join(int rank);
+  // Every rank has joined: the caller emits the join completion and calls reset_join().
+  bool all_joined() const { return num_joined_ == size_; }
+  int last_joined() const { return last_joined_; }
+  int num_joined() const { return num_joined_; }
+  void reset_join();
+
   // Responses for the names now submitted by every rank, in the order they completed.
   std::vector<Response> take_ready();
   // The same, handed to `planner` one by one (no Response is built per fused tensor).
@@ -65,9 +76,13 @@ class MessageTable {
     std::vector<std::pair<int, Request>> odd;
     std::vector<int64_t> first_dims;  // allgather: shape[0] by rank
     int count = 0;
+    bool done = false;  // in completed_
     std::string poison;  // non-empty: the collective fails with this message
     Clock::time_point first_seen;
   };
+  // Every rank has submitted or joined.
+  bool covered(const Slot& slot) const;
+  void mark_if_complete(uint32_t index, Slot& slot);
   // Writes the response for a complete slot into *r (reusing r's buffers).
   void build(const std::string& name, Slot& slot, Response* r) const;
   // The error for ranks that disagree: `reqs` holds every rank's request.
@@ -77,6 +92,9 @@ class MessageTable {
   SlotTable<Slot> slots_;
   std::vector<uint32_t> completed_;  // slots complete since the last take_ready
   size_t ready_bytes_ = 0;           // allreduce bytes of completed_
+  std::vector<bool> joined_;         // index = rank: joined and not yet released
+  int num_joined_ = 0;
+  int last_joined_ = -1;
   Response scratch_;                 // reused by take_ready
 };
 

@@ -11,6 +11,7 @@
 
 #include "core/backend.h"
 #include "core/coordinator.h"
+#include "core/handle_state.h"
 #include "core/logging.h"
 #include "core/tensor_queue.h"
 #include "core/timeline.h"
@@ -230,6 +231,15 @@ Handle allgather_async(const TensorView& input, const std::string& name) {
 Tensor allgather(const TensorView& input, const std::string& name) {
   Handle h = allgather_async(input, name);
   return h.gathered();
+}
+
+int join() {
+  Runtime& rt = runtime();
+  auto state = std::make_shared<detail::HandleState>("kolo.join", OpKind::kAllreduce);
+  Handle h(state);
+  rt.queue.push_join(state);
+  synchronize(h);
+  return state->join_last_rank;
 }
 
 void barrier(const std::string& name) {

@@ -30,6 +30,11 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) {
       why = close_reason_;
+    } else if (join_) {
+      why = Status::invalid_argument(std::string(op_kind_name(header.kind)) + " \"" + name + "\": rank " +
+                                     std::to_string(header.rank) +
+                                     " is in kolo::join() (it has no more data); collectives submitted before "
+                                     "join() returns are refused");
     } else {
       bool fresh = false;
       const uint32_t i = entries_.acquire(name, &fresh);
@@ -116,6 +121,48 @@ void TensorQueue::release(const std::vector<TensorEntry>& entries) {
   for (const TensorEntry& e : entries) entries_.release(e.slot);
 }
 
+bool TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
+  Status why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) {
+      why = close_reason_;
+    } else if (join_) {
+      why = Status::invalid_argument("kolo::join(): this rank is already in join() (called from another thread)");
+    } else {
+      join_ = handle;
+      join_sent_ = false;
+      wake_ = true;
+    }
+  }
+  if (!why.is_ok()) {
+    handle->complete(why);
+    return false;
+  }
+  cv_.notify_all();
+  return true;
+}
+
+bool TensorQueue::take_join() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!join_ || join_sent_) return false;
+  join_sent_ = true;
+  return true;
+}
+
+void TensorQueue::complete_join(Status s, int last_rank) {
+  std::shared_ptr<detail::HandleState> h;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    h = std::move(join_);
+    join_.reset();
+    join_sent_ = false;
+  }
+  if (!h) return;
+  h->join_last_rank = last_rank;  // read by the waiter only after complete()
+  h->complete(std::move(s));
+}
+
 void TensorQueue::wait_for_work(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return wake_ || closed_; });
@@ -145,6 +192,8 @@ void TensorQueue::close(const Status& reason) {
       entries_.release(i);
     }
     num_requests_ = 0;
+    if (join_) pending.push_back(std::move(join_));
+    join_.reset();
   }
   cv_.notify_all();
   for (auto& h : pending) h->complete(reason);

@@ -62,6 +62,16 @@ class TensorQueue {
   // Frees the names of `entries` (taken by take_entries) for their next submission. Call it
   // before completing their handles, so that a thread woken by its handle may resubmit.
   void release(const std::vector<TensorEntry>& entries);
+  // kolo::join(): this rank has no more data. Refused (the handle fails at once) when the
+  // queue is closed or this rank already has a join pending. From then until complete_join,
+  // push() refuses new collectives on this rank. Wakes the coordinator.
+  bool push_join(std::shared_ptr<detail::HandleState> handle);
+  // Coordinator: true once per push_join (call it before take_requests, so that every
+  // collective pushed before the join travels no later than the join).
+  bool take_join();
+  // Coordinator: ends the pending join with `s`; `last_rank` is what join() returns.
+  void complete_join(Status s, int last_rank);
+
   // Blocks until a request is queued, the queue is closed, or `timeout` passes.
   void wait_for_work(std::chrono::microseconds timeout);
   bool has_requests();
@@ -84,6 +94,8 @@ class TensorQueue {
   bool closed_ = false;             // guarded by mu_
   Status close_reason_;             // guarded by mu_
   bool wake_ = false;               // guarded by mu_: work arrived since the last take
+  std::shared_ptr<detail::HandleState> join_;  // guarded by mu_: the pending join
+  bool join_sent_ = false;                     // guarded by mu_: take_join returned it
 };
 
 }  // namespace kolo

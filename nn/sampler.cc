@@ -12,7 +12,8 @@
 namespace kolo::nn {
 
 ShardedSampler::ShardedSampler(int64_t dataset_size, int rank, int size, int batch_size,
-                               uint64_t seed, bool shuffle, const std::vector<double>& weights)
+                               uint64_t seed, bool shuffle, const std::vector<double>& weights,
+                               bool keep_remainder)
     : n_(dataset_size), rank_(rank), size_(size), seed_(seed), shuffle_(shuffle) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw std::invalid_argument("sampler: rank " + std::to_string(rank) + " of " +
@@ -42,6 +43,12 @@ ShardedSampler::ShardedSampler(int64_t dataset_size, int rank, int size, int bat
                                 " samples is smaller than one global batch of " +
                                 std::to_string(global_));
   }
+  if (keep_remainder) {
+    remainder_ = n_ - batches_ * global_;
+    const int64_t lo = offsets_[static_cast<size_t>(rank_)], hi = lo + sizes_[static_cast<size_t>(rank_)];
+    remainder_begin_ = remainder_ * lo / global_;
+    remainder_end_ = remainder_ * hi / global_;
+  }
   set_epoch(0);
 }
 
@@ -62,9 +69,13 @@ double ShardedSampler::local_weight() const {
 }
 
 std::vector<int64_t> ShardedSampler::batch(int64_t b) const {
-  if (b < 0 || b >= batches_) {
+  if (b < 0 || b >= batches_per_epoch()) {
     throw std::out_of_range("sampler: batch " + std::to_string(b) + " outside [0," +
-                            std::to_string(batches_) + ")");
+                            std::to_string(batches_per_epoch()) + ")");
+  }
+  if (b == batches_) {
+    const int64_t start = batches_ * global_;
+    return {perm_.begin() + start + remainder_begin_, perm_.begin() + start + remainder_end_};
   }
   const int64_t start = b * global_ + offsets_[static_cast<size_t>(rank_)];
   return {perm_.begin() + start, perm_.begin() + start + local_batch_size()};

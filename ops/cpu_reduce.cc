@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "kolo/tensor.h"
 
@@ -163,6 +164,60 @@ void scale_copy(void* dst, const void* src, size_t n, DType t, double f) {
       for (size_t i = 0; i < n; ++i) d[i] = float_to_bf16(bf16_to_float(s[i]) * ff);
       return;
     }
+  }
+}
+
+namespace {
+
+template <class T>
+void fill_as(void* dst, size_t n, T v) {
+  std::fill_n(static_cast<T*>(dst), n, v);
+}
+
+// `largest` is min's identity, `lowest` max's.
+template <class T>
+void fill_identity_as(void* dst, size_t n, ReduceOp op, T largest, T lowest) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: fill_as<T>(dst, n, T{0}); return;
+    case ReduceOp::kProduct: fill_as<T>(dst, n, T{1}); return;
+    case ReduceOp::kMin: fill_as<T>(dst, n, largest); return;
+    case ReduceOp::kMax: fill_as<T>(dst, n, lowest); return;
+  }
+}
+
+template <class T>
+void fill_identity_int(void* dst, size_t n, ReduceOp op) {
+  fill_identity_as<T>(dst, n, op, std::numeric_limits<T>::max(), std::numeric_limits<T>::lowest());
+}
+
+template <class T>
+void fill_identity_float(void* dst, size_t n, ReduceOp op) {
+  fill_identity_as<T>(dst, n, op, std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity());
+}
+
+// 16-bit floats by bit pattern: {zero, one, +inf, -inf}.
+void fill_identity_half(void* dst, size_t n, ReduceOp op, const uint16_t (&bits)[4]) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kProduct) {
+    fill_as<uint16_t>(dst, n, op == ReduceOp::kProduct ? bits[1] : bits[0]);
+    return;
+  }
+  fill_as<uint16_t>(dst, n, op == ReduceOp::kMin ? bits[2] : bits[3]);
+}
+
+}  // namespace
+
+void fill_identity(void* dst, size_t n, DType t, ReduceOp op) {
+  static constexpr uint16_t kHalf[4] = {0x0000, 0x3C00, 0x7C00, 0xFC00};
+  static constexpr uint16_t kBf16[4] = {0x0000, 0x3F80, 0x7F80, 0xFF80};
+  switch (t) {
+    case DType::kUInt8: fill_identity_int<uint8_t>(dst, n, op); return;
+    case DType::kInt32: fill_identity_int<int32_t>(dst, n, op); return;
+    case DType::kInt64: fill_identity_int<int64_t>(dst, n, op); return;
+    case DType::kFloat16: fill_identity_half(dst, n, op, kHalf); return;
+    case DType::kBFloat16: fill_identity_half(dst, n, op, kBf16); return;
+    case DType::kFloat32: fill_identity_float<float>(dst, n, op); return;
+    case DType::kFloat64: fill_identity_float<double>(dst, n, op); return;
   }
 }
 

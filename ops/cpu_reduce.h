@@ -29,6 +29,11 @@ void scale_copy(void* dst, const void* src, size_t count, DType dtype, double fa
 void apply_postscale(void* buf, size_t count, DType dtype, ReduceOp op, int num_ranks,
                      double postscale);
 
+// dst[i] = the identity of `op` in `dtype` (what combining with leaves a value unchanged):
+// 0 for sum/average, 1 for product, the largest value (+inf for floats) for min, the
+// lowest (-inf for floats) for max. What a rank that has joined (kolo::join()) contributes.
+void fill_identity(void* dst, size_t count, DType dtype, ReduceOp op);
+
 // True when apply_postscale would change values.
 bool needs_postscale(ReduceOp op, int num_ranks, double postscale);
 

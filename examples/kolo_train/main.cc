@@ -34,6 +34,8 @@ void add_flags(CLI::App& app, kolo::train::TrainOptions& o) {
   app.add_option("--augment", o.augment, "auto | off | flip | crop-flip")->capture_default_str();
   app.add_option("--rank-weights", o.rank_weights, "relative speed of each rank (unequal batches)");
   app.add_option("--max-batches", o.max_batches, "stop each epoch after this many batches (0: all)")->capture_default_str();
+  app.add_option("--remainder", o.remainder, "drop | join: what happens to the samples after the last full global batch")
+      ->capture_default_str();
   app.add_option("--synthetic-size", o.synthetic_size, "samples of the synthetic data set")->capture_default_str();
   app.add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
   app.add_option("--device", o.device, "cpu | gpu (GPU: local rank % visible GPUs)")->capture_default_str();

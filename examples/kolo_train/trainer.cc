@@ -170,6 +170,7 @@ struct EpochStats {
   // Process CPU time (all threads) of the epoch: a rate that load from other processes
   // disturbs far less than wall time (bench/train_vs_pytorch.sh reports both).
   double cpu_seconds = 0.0, images_per_cpu_sec = 0.0;
+  int last_joined = -1;  // --remainder join: what kolo::join() returned
 };
 
 struct Run {
@@ -262,6 +263,24 @@ EpochStats train_epoch(Run& r, int epoch) {
       tw = Clock::now();
     }
   }
+  if (r.o.remainder == "join") {
+    // Ranks whose cut of the remainder was empty got here one batch early: they take part
+    // in the others' last allreduces until everyone has joined.
+    st.last_joined = kolo::join();
+    // The ranks that joined early skipped the last update: every rank takes the model,
+    // optimizer state and step count of the last rank to join (what join() returns it for).
+    broadcast_model(*r.model, st.last_joined);
+    broadcast_optimizer_state(r.opt->inner(), st.last_joined);
+    int64_t step = r.step;
+    broadcast(TensorView::of(&step, Shape{1}), st.last_joined, "remainder.step");
+    r.step = step;
+    if (root && r.o.verbose) {
+      std::printf("Epoch[%d] remainder: %lld batches on this rank (most on any rank: %lld); last rank to join: %d\n",
+                  epoch, static_cast<long long>(batches), static_cast<long long>(r.sampler.max_batches_per_epoch()),
+                  st.last_joined);
+      std::fflush(stdout);
+    }
+  }
   st.seconds = seconds_since(t0);
   st.loss /= ep_n;
   st.accuracy = ep_correct / ep_n;
@@ -307,10 +326,16 @@ Run make_run(const TrainOptions& o) {
     throw std::invalid_argument(
         "the mpi gradients baseline averages every step's fp32 gradients on the CPU: it takes --device cpu, one "
         "backward pass per step and no fp16 compression");
+  if (o.remainder != "drop" && o.remainder != "join")
+    throw std::invalid_argument("unknown --remainder \"" + o.remainder + "\" (known: drop, join)");
+  if (o.remainder == "join" && (o.device != "cpu" || o.gradients != "kolo" || o.backward_passes_per_step != 1))
+    throw std::invalid_argument(
+        "--remainder join needs --device cpu, --gradients kolo and one backward pass per step (kolo::join() "
+        "takes part in CPU collectives only, and a rank with an extra batch must complete its step)");
   Data data = load_data(o);
   auto model = nn::make_model(o.model, data.train.sample_shape, data.train.num_classes, o.seed);
   nn::ShardedSampler sampler(static_cast<int64_t>(data.train.size()), kolo::rank(), kolo::size(),
-                             o.batch_size, o.seed, true, o.rank_weights);
+                             o.batch_size, o.seed, true, o.rank_weights, o.remainder == "join");
   DistributedOptions d;
   d.backward_passes_per_step = o.backward_passes_per_step;
   d.fp16_compression = o.fp16;

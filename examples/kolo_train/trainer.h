@@ -63,6 +63,11 @@ struct TrainOptions {
   // the whole backward pass, one blocking MPI_Allreduce of all gradients on MPI_COMM_WORLD,
   // then the same optimizer update. kolo's coordinator still runs, idle.
   std::string gradients = "kolo";
+  // The samples left after the last full global batch of an epoch: "drop" them (every rank
+  // runs the same number of batches), or "join": one more, smaller batch cut among the
+  // ranks; a rank whose cut is empty calls kolo::join() one batch earlier, and every rank
+  // joins at the end of the epoch (docs/trainer.md).
+  std::string remainder = "drop";
 };
 
 // Runs the whole training and returns the metrics (also written to metrics_json by rank 0

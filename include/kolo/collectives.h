@@ -50,4 +50,22 @@ Tensor allgather(const TensorView& input, const std::string& name);
 // Blocks until every rank has called barrier (negotiated like any collective).
 void barrier(const std::string& name = "kolo.barrier");
 
+// For uneven data (as Horovod's hvd.join() and PyTorch DDP's Join): a rank that has run
+// out of data calls join(). Until every rank has joined, this rank takes part in the other
+// ranks' collectives without data of its own:
+//   - allreduce: it contributes the op's identity (0 for sum/average, 1 for product, the
+//     largest value for min, the lowest for max); an average divides by the number of
+//     ranks that contributed (size() minus the ranks joined at the time), as Horovod does;
+//   - allgather: it contributes no rows;
+//   - broadcast: it receives the root's data and discards it; a broadcast whose root has
+//     joined fails on every rank;
+//   - GPU tensors: a collective with a joined rank fails on every rank (CPU only for now).
+// Blocks until every rank has joined and returns, on every rank, the last rank to join;
+// afterwards every rank is out of the joined state (a next epoch may join again). While
+// this rank is in join(), collectives submitted on it (from other threads) are refused.
+// join() waits as long as some rank has not joined (as hvd.join() does); the stall
+// inspector reports the collectives the joined ranks are waiting on meanwhile.
+// Thread safety: one join() per rank at a time; a second concurrent call throws.
+int join();
+
 }  // namespace kolo

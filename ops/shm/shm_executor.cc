@@ -146,7 +146,8 @@ bool ShmExecutor::zero_copy(DType dtype) const {
 Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
   pieces_.clear();
   for (TensorEntry& e : entries) pieces_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
-  if (zero_copy(r.dtype)) {
+  // A rank that joined (kolo::join()) reduces a stand-in outside the arena: no zero copy.
+  if (r.joined.empty() && zero_copy(r.dtype)) {
     if (zero_copy_calls_++ == 0) {
       KOLO_LOG(LogLevel::kDebug, "shared memory: zero-copy allreduce in use (\"" << r.names[0] << "\" first)");
     }

@@ -34,6 +34,7 @@ TEST_CASE("request lists survive encode/decode unchanged", "[codec]") {
     for (int i = 0; i < trial; ++i) list.requests.push_back(random_request(rng, i));
     list.shutdown = trial % 3 == 0;
     list.shutdown_ack = trial % 4 == 0;
+    list.join = trial % 5 == 0;
     for (int c = 0; c < trial % 7; ++c) list.cached.push_back(static_cast<uint32_t>(rng()));
     if (list.shutdown) list.shutdown_reason = "rank " + std::to_string(trial) + " received SIGTERM";
     auto bytes = encode(list);
@@ -63,7 +64,12 @@ TEST_CASE("response lists survive encode/decode unchanged", "[codec]") {
   g.names = {"rows"};
   g.sizes = {3, 0, 5};
   g.device = Device::gpu(2);
+  g.joined = {1, 3};
+  g.row_shape = {4, 2};
+  a.joined = {0};
   list.responses = {a, e, g};
+  list.join_done = true;
+  list.last_joined = 2;
   list.has_params = true;
   list.fusion_threshold_bytes = 8u << 20;
   list.cycle_time_ms = 0.25;

@@ -42,6 +42,14 @@ TEST_CASE("only identical dtype/op/scales fuse", "[fusion]") {
   CHECK(plan({ar("a", 10), h, m, s, ar("b", 10)}, 1000) == Names{{"a", "b"}, {"h"}, {"m"}, {"s"}});
 }
 
+TEST_CASE("only equal sets of joined ranks fuse", "[fusion][join]") {
+  auto j1 = ar("j1", 10), j2 = ar("j2", 10), k = ar("k", 10);
+  j1.joined = {1};
+  j2.joined = {1};
+  k.joined = {2};
+  CHECK(plan({ar("a", 10), j1, k, j2, ar("b", 10)}, 1000) == Names{{"a", "b"}, {"j1", "j2"}, {"k"}});
+}
+
 TEST_CASE("broadcasts, allgathers and errors keep their place and never fuse", "[fusion]") {
   Response b;
   b.type = Response::Type::kBroadcast;

@@ -158,3 +158,56 @@ TEST_CASE("stalled() lists names waiting on missing ranks", "[negotiation]") {
   CHECK(s[0].ready_ranks == std::vector<int>{0, 2});
   CHECK(s[0].waited_seconds == Approx(6.0));
 }
+
+TEST_CASE("join: a joined rank counts as ready and is listed in the response", "[negotiation][join]") {
+  MessageTable t(3);
+  REQUIRE(t.add(req(0, "a", {4})).is_ok());
+  REQUIRE(t.join(2).is_ok());
+  CHECK(t.take_ready().empty());  // rank 1 has neither submitted nor joined
+  REQUIRE(t.add(req(1, "a", {4})).is_ok());
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kAllreduce);
+  CHECK(ready[0].joined == std::vector<int32_t>{2});
+  CHECK(ready[0].sizes == std::vector<int64_t>{4});
+  // A name pending when a rank joins completes at the join.
+  REQUIRE(t.add(req(0, "b", {2, 3}, OpKind::kAllgather)).is_ok());
+  CHECK(t.take_ready().empty());
+  REQUIRE(t.join(1).is_ok());
+  ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kAllgather);
+  CHECK(ready[0].joined == std::vector<int32_t>{1, 2});
+  CHECK(ready[0].sizes == std::vector<int64_t>{2, 0, 0});
+  CHECK(ready[0].row_shape == std::vector<int64_t>{3});
+  CHECK_FALSE(t.all_joined());
+  REQUIRE(t.join(0).is_ok());
+  CHECK(t.all_joined());
+  CHECK(t.last_joined() == 0);
+  CHECK_FALSE(t.join(0).is_ok());  // twice in one round
+  t.reset_join();
+  CHECK_FALSE(t.all_joined());
+  REQUIRE(t.add(req(0, "c", {1})).is_ok());
+  CHECK(t.take_ready().empty());  // out of the joined state: every rank again
+}
+
+TEST_CASE("join: a joined broadcast root, a GPU tensor, a late request are errors", "[negotiation][join]") {
+  MessageTable t(2);
+  REQUIRE(t.join(1).is_ok());
+  Request b = req(0, "bc", {5}, OpKind::kBroadcast);
+  b.root = 1;
+  REQUIRE(t.add(b).is_ok());
+  Request g = req(0, "gpu", {5});
+  g.device = Device::gpu(0);
+  REQUIRE(t.add(g).is_ok());
+  REQUIRE(t.add(req(0, "late", {1})).is_ok());
+  REQUIRE(t.add(req(1, "late", {1})).is_ok());  // rank 1 submits after joining
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 3);
+  CHECK(ready[0].type == Response::Type::kError);
+  CHECK_THAT(ready[0].error, Catch::Contains("bc") && Catch::Contains("the root, rank 1, has joined"));
+  CHECK(ready[1].type == Response::Type::kError);
+  CHECK_THAT(ready[1].error, Catch::Contains("gpu") && Catch::Contains("CPU collectives only"));
+  CHECK(ready[2].type == Response::Type::kError);
+  CHECK_THAT(ready[2].error, Catch::Contains("late") && Catch::Contains("after calling kolo::join()"));
+}

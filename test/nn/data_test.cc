@@ -159,6 +159,31 @@ TEST_CASE("Sampler: ranks' slices partition each global batch", "[sampler]") {
   CHECK(again.batch(0) == e0);  // and deterministic
 }
 
+TEST_CASE("Sampler: keep_remainder cuts the last, smaller batch among the ranks", "[sampler]") {
+  // 1000 samples, 3 ranks x 12: 27 full batches of 36 and a remainder of 28, cut 9/9/10.
+  // 1010 samples, 4 ranks x 12: 21 full batches of 48 and a remainder of 2: ranks 1 and 3
+  // get one sample each, ranks 0 and 2 none (they join one batch earlier).
+  for (auto [n, size] : {std::pair<int64_t, int>{1000, 3}, std::pair<int64_t, int>{1010, 4}}) {
+    std::set<int64_t> seen;
+    int64_t most = 0, fewest = 1 << 30;
+    for (int r = 0; r < size; ++r) {
+      ShardedSampler s(n, r, size, 12, 5, true, {}, true);
+      s.set_epoch(2);
+      most = std::max(most, s.batches_per_epoch());
+      fewest = std::min(fewest, s.batches_per_epoch());
+      CHECK(s.max_batches_per_epoch() == n / (12 * size) + 1);
+      for (int64_t b = 0; b < s.batches_per_epoch(); ++b) {
+        auto idx = s.batch(b);
+        seen.insert(idx.begin(), idx.end());
+      }
+      CHECK_THROWS(s.batch(s.batches_per_epoch()));
+    }
+    CHECK(static_cast<int64_t>(seen.size()) == n);  // every sample once per epoch
+    CHECK(most == n / (12 * size) + 1);
+    CHECK(fewest == (size == 4 ? most - 1 : most));
+  }
+}
+
 TEST_CASE("Sampler: rank weights give proportional batches and gradient weights", "[sampler]") {
   ShardedSampler fast(1000, 0, 2, 30, 1, true, {2.0, 1.0});
   ShardedSampler slow(1000, 1, 2, 30, 1, true, {2.0, 1.0});

@@ -91,3 +91,33 @@ TEST_CASE("float average and scales fold into one multiply", "[kernels]") {
   ops::scale_copy(dst.data(), src.data(), 3, DType::kFloat32, 0.5);
   CHECK(dst == std::vector<float>{0.5f, 1.0f, 1.5f});
 }
+
+TEST_CASE("fill_identity leaves every value unchanged under its op", "[kernels][join]") {
+  for (DType t : {DType::kUInt8, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32,
+                  DType::kFloat64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      const size_t n = 5, es = dtype_size(t);
+      std::vector<std::byte> x(n * es), id(n * es), out(n * es);
+      // 0, 1, 2, 3, 100 (and negatives where the type has them) in the type's own encoding
+      const double vals[n] = {0, 1, 2, 3, 100};
+      for (size_t i = 0; i < n; ++i) {
+        const double v = is_floating(t) || t != DType::kUInt8 ? vals[i] * (i % 2 ? -1 : 1) : vals[i];
+        switch (t) {
+          case DType::kUInt8: reinterpret_cast<uint8_t*>(x.data())[i] = static_cast<uint8_t>(v); break;
+          case DType::kInt32: reinterpret_cast<int32_t*>(x.data())[i] = static_cast<int32_t>(v); break;
+          case DType::kInt64: reinterpret_cast<int64_t*>(x.data())[i] = static_cast<int64_t>(v); break;
+          case DType::kFloat16: reinterpret_cast<Half*>(x.data())[i] = float_to_half(static_cast<float>(v)); break;
+          case DType::kBFloat16: reinterpret_cast<BFloat16*>(x.data())[i] = float_to_bf16(static_cast<float>(v)); break;
+          case DType::kFloat32: reinterpret_cast<float*>(x.data())[i] = static_cast<float>(v); break;
+          case DType::kFloat64: reinterpret_cast<double*>(x.data())[i] = v; break;
+        }
+      }
+      ops::fill_identity(id.data(), n, t, op);
+      ops::reduce_pair(out.data(), x.data(), id.data(), n, t, op);
+      INFO(dtype_name(t) << " " << reduce_op_name(op));
+      CHECK(std::memcmp(out.data(), x.data(), x.size()) == 0);
+      ops::reduce_pair(out.data(), id.data(), x.data(), n, t, op);
+      CHECK(std::memcmp(out.data(), x.data(), x.size()) == 0);
+    }
+  }
+}
