@@ -436,7 +436,10 @@ Status Coordinator::execute_list(const ResponseList& list) {
 }
 
 Status Coordinator::take(const Response& r) {
-  if (!joined_in(r, topo_.rank)) return queue_.take_entries(r.names, &entries_);
+  // An error response may name tensors only some ranks submitted (a grouped collective whose
+  // ranks disagree on its members): each rank fails those it has.
+  if (!joined_in(r, topo_.rank))
+    return queue_.take_entries(r.names, &entries_, /*skip_missing=*/r.type == Response::Type::kError);
   stand_in_entries(r, &entries_, &join_scratch_);
   return Status::ok();
 }
@@ -450,7 +453,7 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     return;
   }
   if (timeline_) {
-    static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR"};
+    static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR", "ALLTOALL", "REDUCESCATTER"};
     for (const auto& n : r.names) {
       timeline_->end(n);
       timeline_->begin(n, labels[static_cast<int>(r.type)]);

@@ -62,7 +62,8 @@ bool MessageTable::covered(const Slot& slot) const {
 }
 
 void MessageTable::mark_if_complete(uint32_t index, Slot& slot) {
-  if (slot.done || !covered(slot)) return;
+  // Group members complete with their group (release_group_if_ready).
+  if (slot.done || !slot.first.group.empty() || !covered(slot)) return;
   slot.done = true;
   completed_.push_back(index);
   if (slot.first.kind == OpKind::kAllreduce)
@@ -79,6 +80,9 @@ Status MessageTable::join(int rank) {
   // Names the other ranks are waiting on may now be complete. Slot order: rank 0 alone
   // decides, so any order is the same for everyone.
   slots_.for_each_in_use([&](uint32_t index) { mark_if_complete(index, slots_.value(index)); });
+  std::vector<std::string> groups;
+  for (const auto& [name, g] : groups_) groups.push_back(name);
+  for (const std::string& name : groups) release_group_if_ready(name);
   return Status::ok();
 }
 
@@ -93,17 +97,27 @@ namespace {
 // Whether `b` agrees with `a` on everything negotiation checks: decided without building any
 // text (the descriptive comparison runs only on disagreement).
 bool agrees(const Request& a, const Request& b) {
-  if (a.kind != b.kind || a.dtype != b.dtype || a.device.kind != b.device.kind) return false;
+  if (a.kind != b.kind || a.dtype != b.dtype || a.device.kind != b.device.kind || a.group != b.group ||
+      a.group_size != b.group_size)
+    return false;
   switch (a.kind) {
+    case OpKind::kReducescatter:
     case OpKind::kAllreduce:
       return a.reduce_op == b.reduce_op && a.shape == b.shape && a.prescale == b.prescale &&
              a.postscale == b.postscale;
     case OpKind::kBroadcast: return a.root == b.root && a.shape == b.shape;
     case OpKind::kAllgather:
+    case OpKind::kAlltoall:
       return a.shape.size() == b.shape.size() && !a.shape.empty() &&
              std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1);
   }
   return false;
+}
+
+std::string numbers(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
 }
 
 }  // namespace
@@ -120,8 +134,12 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     slot.have.assign(static_cast<size_t>(size_), false);
     slot.odd.clear();
     slot.first_dims.clear();
+    slot.matrix.clear();
+    slot.splits_error.clear();
     slot.count = 0;
     slot.done = false;
+    slot.group_run = 0;
+    slot.group_error.clear();
     slot.poison.clear();
     slot.first_seen = now;
   }
@@ -146,23 +164,144 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     slot.odd.emplace_back(rank, q);
     slot.odd.back().second.rank = rank;
   }
-  if (q.kind == OpKind::kAllgather && !q.shape.empty()) {
+  if ((q.kind == OpKind::kAllgather || q.kind == OpKind::kAlltoall) && !q.shape.empty()) {
     if (slot.first_dims.empty()) slot.first_dims.assign(static_cast<size_t>(size_), 0);
     slot.first_dims[rank] = q.shape[0];
   }
+  if (q.kind == OpKind::kAlltoall) note_splits(q, rank, slot);
   ++slot.count;
-  mark_if_complete(index, slot);
+  if (!q.group.empty()) {
+    // Held until the whole group is ready on every rank (release_group_if_ready).
+    note_group_member(q, rank, index, inserted);
+    release_group_if_ready(q.group);
+  } else {
+    mark_if_complete(index, slot);
+  }
   return Status::ok();
 }
 
+void MessageTable::note_splits(const Request& q, int rank, Slot& slot) const {
+  if (slot.matrix.empty()) slot.matrix.assign(static_cast<size_t>(size_) * static_cast<size_t>(size_), 0);
+  const auto bad = [&](const std::string& why) {
+    slot.splits_error += (slot.splits_error.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) + " " + why;
+  };
+  if (q.shape.empty()) return bad("sent a scalar (alltoall needs a first dimension to split)");
+  const int64_t rows = q.shape[0];
+  int64_t* row = slot.matrix.data() + static_cast<size_t>(rank) * static_cast<size_t>(size_);
+  if (q.splits.empty()) {
+    if (rows % size_ != 0)
+      return bad("asked for an even split of " + std::to_string(rows) + " rows, which " + std::to_string(size_) +
+                 " ranks do not divide");
+    std::fill(row, row + size_, rows / size_);
+    return;
+  }
+  if (q.splits.size() != static_cast<size_t>(size_))
+    return bad("gave " + std::to_string(q.splits.size()) + " splits " + numbers(q.splits) + " for " +
+               std::to_string(size_) + " ranks");
+  int64_t sum = 0;
+  for (int64_t v : q.splits) {
+    if (v < 0) return bad("gave a negative split in " + numbers(q.splits));
+    sum += v;
+  }
+  if (sum != rows)
+    return bad("gave splits " + numbers(q.splits) + " that add up to " + std::to_string(sum) +
+               " rows, but its first dimension is " + std::to_string(rows));
+  std::copy(q.splits.begin(), q.splits.end(), row);
+}
+
+void MessageTable::note_group_member(const Request& q, int rank, uint32_t index, bool fresh_slot) {
+  Group& g = groups_[q.group];
+  if (g.size_by_rank.empty()) {
+    g.size_by_rank.assign(static_cast<size_t>(size_), -1);
+    g.seen_by_rank.assign(static_cast<size_t>(size_), 0);
+  }
+  if (g.size_by_rank[rank] < 0 || q.group_size < g.size_by_rank[rank]) g.size_by_rank[rank] = q.group_size;
+  ++g.seen_by_rank[rank];
+  if (fresh_slot) g.members.push_back(index);
+}
+
+// A group is released once every rank has sent all the members it announced. When the ranks
+// announced the same size (the normal case) every member is then complete; when they did
+// not, the members only some ranks sent are released too, as errors, so nothing is left
+// pending on any rank.
+void MessageTable::release_group_if_ready(const std::string& name) {
+  auto it = groups_.find(name);
+  Group& g = it->second;
+  // A rank that joined (kolo::join()) without submitting any member counts as ready.
+  for (int r = 0; r < size_; ++r) {
+    if (g.size_by_rank[r] < 0 && joined_[r]) continue;
+    if (g.size_by_rank[r] < 0 || g.seen_by_rank[r] < g.size_by_rank[r]) return;
+  }
+  std::sort(g.members.begin(), g.members.end(), [&](uint32_t a, uint32_t b) {
+    return slots_.value(a).first.name.size() != slots_.value(b).first.name.size()
+               ? slots_.value(a).first.name.size() < slots_.value(b).first.name.size()
+               : slots_.value(a).first.name < slots_.value(b).first.name;
+  });
+  Slot& head = slots_.value(g.members.front());
+  head.group_run = g.members.size();
+  // Ranks that joined without submitting take the group as the others announced it.
+  int32_t announced = -1;
+  for (int32_t v : g.size_by_rank) announced = std::max(announced, v);
+  std::vector<std::string> sizes;
+  for (int32_t v : g.size_by_rank) sizes.push_back(std::to_string(v < 0 ? announced : v));
+  const std::string d = describe_disagreement("group size", sizes);
+  if (!d.empty())
+    head.group_error = "grouped " + std::string(op_kind_name(head.first.kind)) + " \"" + name + "\": " + d;
+  for (uint32_t index : g.members) {
+    slots_.value(index).done = true;
+    completed_.push_back(index);
+  }
+  groups_.erase(it);
+}
+
 void MessageTable::take_ready(FusionPlanner* planner) {
-  for (uint32_t index : completed_) {
+  for (size_t k = 0; k < completed_.size();) {
+    const uint32_t index = completed_[k];
+    if (slots_.value(index).group_run > 0) {
+      k += take_group(k, planner);
+      continue;
+    }
     build(slots_.name(index), slots_.value(index), &scratch_);
     planner->add(scratch_);
     slots_.release(index);
+    ++k;
   }
   completed_.clear();
   ready_bytes_ = 0;
+}
+
+// All members of a group in one run, in member order; if any member cannot run (or the ranks
+// disagree on the group), every member fails with the message naming the member at fault.
+size_t MessageTable::take_group(size_t k, FusionPlanner* planner) {
+  Slot& head = slots_.value(completed_[k]);
+  const size_t n = head.group_run;
+  std::string error = head.group_error;
+  std::vector<Response> members(n);
+  for (size_t i = 0; i < n; ++i) {
+    Slot& slot = slots_.value(completed_[k + i]);
+    const std::string& name = slots_.name(completed_[k + i]);
+    if (!covered(slot)) {  // every rank submitted it or joined
+      if (error.empty())
+        error = "grouped " + std::string(op_kind_name(slot.first.kind)) + " \"" + slot.first.group + "\": member \"" +
+                name + "\" was not submitted by every rank";
+      members[i].names = {name};
+      continue;
+    }
+    build(name, slot, &members[i]);
+    if (error.empty() && members[i].type == Response::Type::kError)
+      error = "grouped " + std::string(op_kind_name(slot.first.kind)) + " \"" + slot.first.group +
+              "\" failed: member \"" + name + "\": " + members[i].error;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!error.empty()) {
+      members[i].type = Response::Type::kError;
+      members[i].sizes.clear();
+      members[i].error = error;
+    }
+    planner->add(std::move(members[i]));
+    slots_.release(completed_[k + i]);
+  }
+  return n;
 }
 
 std::vector<Response> MessageTable::take_ready() {
@@ -205,6 +344,11 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
                 " have joined (kolo::join()), and joined ranks take part in CPU collectives only";
       return;
     }
+    if (first.kind == OpKind::kAlltoall || first.kind == OpKind::kReducescatter) {
+      r.error = what + "rank(s) " + join_ranks(std::vector<int>(r.joined.begin(), r.joined.end())) +
+                " have joined (kolo::join()), and joined ranks take part in allreduce, allgather and broadcast only";
+      return;
+    }
     if (first.kind == OpKind::kBroadcast && std::binary_search(r.joined.begin(), r.joined.end(), first.root)) {
       r.error = what + "the root, rank " + std::to_string(first.root) +
                 ", has joined (kolo::join()) and has no data to broadcast";
@@ -228,6 +372,21 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
       case OpKind::kAllgather:
         r.type = Response::Type::kAllgather;
         r.sizes = slot.first_dims;
+        return;
+      case OpKind::kReducescatter:
+        if (first.shape.empty()) break;  // the descriptive path explains
+        r.type = Response::Type::kReducescatter;
+        r.sizes[0] = num_elements(first.shape);
+        return;
+      case OpKind::kAlltoall:
+        if (!slot.splits_error.empty()) {
+          r.type = Response::Type::kError;
+          r.sizes.clear();
+          r.error = "alltoall \"" + name + "\": " + slot.splits_error;
+          return;
+        }
+        r.type = Response::Type::kAlltoall;
+        r.sizes = slot.matrix;
         return;
     }
   }
@@ -265,6 +424,8 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
   d = check("dtype", [](const Request& q) { return std::string(dtype_name(q.dtype)); });
   if (!d.empty()) return fail_prefixed(d);
   d = check("device", [](const Request& q) { return q.device.is_cpu() ? std::string("cpu") : std::string("gpu"); });
+  if (d.empty()) d = check("group", [](const Request& q) { return q.group.empty() ? "(none)" : "\"" + q.group + "\""; });
+  if (d.empty()) d = check("group size", [](const Request& q) { return std::to_string(q.group_size); });
   if (!d.empty()) return fail_prefixed(d);
 
   switch (first.kind) {
@@ -299,6 +460,25 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
       for (const Request& q : reqs) r.sizes.push_back(q.shape[0]);
       return r;
     }
+    case OpKind::kReducescatter:
+      d = check("reduce op", [](const Request& q) { return std::string(reduce_op_name(q.reduce_op)); });
+      if (d.empty()) d = check("shape", [](const Request& q) { return shape_string(q.shape); });
+      if (d.empty()) d = check("prescale", [](const Request& q) { return number(q.prescale); });
+      if (d.empty()) d = check("postscale", [](const Request& q) { return number(q.postscale); });
+      if (!d.empty()) return fail_prefixed(d);
+      if (first.shape.empty()) return fail_prefixed("\"" + name + "\": needs at least one dimension to scatter along");
+      r.type = Response::Type::kReducescatter;
+      r.sizes = {num_elements(first.shape)};
+      return r;
+    case OpKind::kAlltoall:
+      d = check("rank (number of dimensions)", [](const Request& q) { return std::to_string(q.shape.size()); });
+      if (d.empty())
+        d = check("shape beyond the first dimension", [](const Request& q) {
+          return shape_string(Shape(q.shape.begin() + (q.shape.empty() ? 0 : 1), q.shape.end()));
+        });
+      if (!d.empty()) return fail_prefixed(d);
+      if (first.shape.empty()) return fail_prefixed("\"" + name + "\": needs at least one dimension to split along");
+      return fail_prefixed("\"" + name + "\": the ranks' requests differ in a way kolo cannot describe (internal)");
   }
   return fail("\"" + name + "\": unknown collective");
 }
@@ -309,7 +489,7 @@ std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds
   slots_.for_each_in_use([&](uint32_t index) {
     const Slot& slot = slots_.value(index);
     double waited = std::chrono::duration<double>(now - slot.first_seen).count();
-    if (waited < min_wait_seconds || slot.done) return;
+    if (waited < min_wait_seconds || slot.done || slot.count == size_) return;
     Pending p{slots_.name(index), slot.first.kind, {}, {}, waited};
     for (int r = 0; r < size_; ++r) {
       if (slot.have[r] || joined_[r]) {

@@ -185,3 +185,27 @@ TEST_CASE("join: collectives submitted while this rank is in join() are refused"
   }
   barrier("join.after-refused");
 }
+
+TEST_CASE("join: grouped allreduce waits only for ranks that have not joined; alltoall fails", "[join]") {
+  const int joined = size() - 1;
+  int last = -1;
+  if (rank() == joined) {
+    last = join();
+  } else {
+    std::vector<std::vector<int32_t>> t = {{rank() + 1}, {rank() + 1, 2 * (rank() + 1)}, {}};
+    std::vector<TensorView> views;
+    for (auto& v : t) views.push_back(TensorView::of(v.data(), Shape{static_cast<int64_t>(v.size())}));
+    grouped_allreduce(views, "join.group", AllreduceOptions{ReduceOp::kSum});
+    const int sum = (size() - 1) * size() / 2;  // ranks 0..size-2, each rank+1
+    CHECK(t[0][0] == sum);
+    CHECK(t[1] == std::vector<int32_t>{sum, 2 * sum});
+    std::vector<float> rows(static_cast<size_t>(size()) * 2, 1.0f);
+    const std::string msg =
+        wait_error(alltoall_async(TensorView::of(rows.data(), Shape{size(), 2}), std::string("join.a2a")));
+    CHECK_THAT(msg, Catch::Contains("join.a2a") && Catch::Contains("have joined"));
+    last = join();
+  }
+  CHECK(last >= 0);
+  CHECK(last < joined);
+  barrier("join.after-group");
+}
