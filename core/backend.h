@@ -64,6 +64,9 @@ class Backend {
   virtual Status rendezvous() { return Status::ok(); }
   // The dead-peer check every wait consults (core/liveness.h); null where there is none.
   virtual Liveness* liveness() { return nullptr; }
+  // Which executor runs each collective on CPU (and GPU) tensors, for KOLO_VERBOSE's report:
+  // space-separated key=value words, e.g. "allreduce=shm+mpi(hierarchical) broadcast=mpi".
+  virtual std::string describe_executors() const { return ""; }
   // Releases the transport (MPI_Finalize if kolo initialised MPI). Called once, from the
   // thread that called init(), after the coordinator has stopped. After a peer was found
   // dead it releases nothing of MPI (MPI_Finalize and MPI_Comm_free may wait for the dead
