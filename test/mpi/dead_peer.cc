@@ -4,6 +4,7 @@
 //   between  the victim dies between collectives; the others have one allreduce pending
 //   inside   every rank runs 64 MB allreduces back to back; the victim dies once its own
 //            buffer shows the collective under way (first element reduced, last not yet)
+//   inside-8M  the same with 8 MB
 //   slow     rank 0 (or 1) stops the victim with SIGSTOP for 2.5 s, then SIGCONT; every
 //            collective must succeed (a stopped rank is slow, not dead)
 // Lines: "PID rank R pid P", "VICTIM rank R t=<s>", "SURVIVOR rank R t=<s> pending|later:
@@ -62,19 +63,19 @@ int between(int victim) {
   return rc;
 }
 
-int inside(int victim) {
-  const size_t n = size_t{16} << 20;  // 64 MB of floats
-  std::vector<float> v(n);
+int inside(int victim, size_t megabytes) {
+  const size_t n = megabytes << 18;  // floats
+  // Never freed: the victim's detached killer thread reads it until the process dies.
+  static std::vector<float>& v = *new std::vector<float>(n);
   const float mine = static_cast<float>(kolo::rank() + 1);
-  std::atomic<bool> armed{false};
+  static std::atomic<bool> armed{false};
   std::thread killer;
   if (kolo::rank() == victim) {
-    killer = std::thread([&] {
+    killer = std::thread([n, mine] {
       while (!armed.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
       volatile float* first = v.data();
       volatile float* last = v.data() + n - 1;
-      while (*first == mine) {
-      }
+      while (*first == mine) std::this_thread::sleep_for(std::chrono::microseconds(200));  // no spinning: 2 cores
       const bool under_way = *last == mine;
       std::printf("VICTIM rank %d dies %s\n", kolo::rank(),
                   under_way ? "inside the collective" : "AFTER the collective (too late)");
@@ -141,7 +142,8 @@ int main(int argc, char** argv) {
   int rc = 1;
   try {
     if (which == "between") rc = between(victim);
-    else if (which == "inside") rc = inside(victim);
+    else if (which == "inside") rc = inside(victim, 64);
+    else if (which == "inside-8M") rc = inside(victim, 8);
     else if (which == "slow") rc = slow(victim);
     else std::printf("unknown case '%s'\n", which.c_str());
   } catch (const kolo::Error& e) {
