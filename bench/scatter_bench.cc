@@ -139,7 +139,23 @@ int grouped(const Options& o) {
     for (auto& h : handles) kolo::synchronize(h);
   };
   const auto as_group = [&] { kolo::grouped_allreduce(views, "bench.group", {kolo::ReduceOp::kAverage}); };
-  auto st = kolo::bench::measure(o.warmup, o.iters, {one_by_one, as_group});
+  // Where each form's time goes on this rank (runtime_stats deltas, summed over all rounds).
+  struct Split {
+    double exec = 0, rendezvous = 0, coord = 0;
+    uint64_t collectives = 0;
+  } split[2];
+  auto counted = [&](int k, const std::function<void()>& body) {
+    return [&, k, body] {
+      const kolo::RuntimeStats a = kolo::runtime_stats();
+      body();
+      const kolo::RuntimeStats b = kolo::runtime_stats();
+      split[k].exec += b.execution_seconds - a.execution_seconds;
+      split[k].rendezvous += b.rendezvous_seconds - a.rendezvous_seconds;
+      split[k].coord += b.coordination_seconds - a.coordination_seconds;
+      split[k].collectives += b.collectives - a.collectives;
+    };
+  };
+  auto st = kolo::bench::measure(o.warmup, o.iters, {counted(0, one_by_one), counted(1, as_group)});
   size_t wrong = 0;
   for (const auto& g : grads)
     for (float v : g) wrong += v != 1.0f;  // the average of ones, step after step
@@ -150,6 +166,15 @@ int grouped(const Options& o) {
                 st[0].median_ms);
     std::printf("  %-34s min %9.3f ms  median %9.3f ms   %.2fx one by one (medians)\n", "grouped_allreduce",
                 st[1].min_ms, st[1].median_ms, st[1].median_ms / st[0].median_ms);
+  }
+  for (int r = 0; r < kolo::size(); ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r != kolo::rank()) continue;
+    for (int k = 0; k < 2; ++k)
+      std::printf("  rank %d, %-10s all rounds: execution %.1f ms, rendezvous %.1f ms, coordination %.1f ms, %llu "
+                  "responses\n",
+                  r, k == 0 ? "one by one" : "grouped", split[k].exec * 1e3, split[k].rendezvous * 1e3,
+                  split[k].coord * 1e3, static_cast<unsigned long long>(split[k].collectives));
   }
   return wrong ? 2 : 0;
 }
