@@ -3,6 +3,7 @@
 // shutdown() or at exit.
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "core/backend.h"
 #include "core/coordinator.h"
+#include "core/host_info.h"
 #include "core/logging.h"
 #include "core/tensor_queue.h"
 #include "core/timeline.h"
@@ -80,6 +82,39 @@ std::terminate_handler g_previous_terminate = nullptr;
   std::abort();
 }
 
+// The interface traffic between hosts leaves by, as far as this process can tell: kolo's own
+// choice, Open MPI's TCP setting, or every non-loopback interface with an IPv4 address.
+std::string interface_report(const Config& c) {
+  auto with_address = [](const std::string& name) {
+    const std::string a = interface_addresses(name);
+    return name + "(" + (a.empty() ? "no IPv4 address" : a) + ")";
+  };
+  if (!c.network_interface.empty()) return with_address(c.network_interface) + ",from=KOLO_NETWORK_INTERFACE";
+  if (const char* v = std::getenv("OMPI_MCA_btl_tcp_if_include"))
+    return std::string(v) + ",from=OMPI_MCA_btl_tcp_if_include";
+  std::string all;
+  for (const auto& n : interface_names()) {
+    if (n == "lo" || interface_addresses(n).empty()) continue;
+    if (!all.empty()) all += "+";
+    all += with_address(n);
+  }
+  if (all.empty()) all = "none";
+  all += ",from=MPI-default";
+  return all;
+}
+
+// KOLO_VERBOSE=1: one line per rank on stderr, key=value words (stable for scripts).
+void print_verbose_report(const Runtime& rt) {
+  const Topology& t = rt.topo;
+  std::string line = "kolo verbose: rank=" + std::to_string(t.rank) + " size=" + std::to_string(t.size) +
+                     " host=" + host_name() + " local_rank=" + std::to_string(t.local_rank) +
+                     " local_size=" + std::to_string(t.local_size) + " host_index=" + std::to_string(t.cross_rank) +
+                     " hosts=" + std::to_string(t.cross_size) + " " + rt.backend->describe_executors() +
+                     " interface=" + interface_report(rt.config) + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
 Runtime& runtime() {
   Runtime* r = g_runtime.get();
   if (!r) throw Error(Status::invalid_argument("kolo is not initialised: call kolo::init() first"));
@@ -144,6 +179,7 @@ void init(int* argc, char*** argv) {
   throw_if_error(create_mpi_backend(rt->config, argc, argv, &rt->backend));
   rt->topo = rt->backend->topology();
   set_log_context(rt->config.log_level, rt->topo.rank);
+  if (rt->config.verbose) print_verbose_report(*rt);
   for (const auto& n : Config::unknown_env_names())
     KOLO_LOG(LogLevel::kWarning, "ignoring unknown variable " << n << " (see docs/knobs.md for kolo's knobs)");
   if (!rt->config.timeline_path.empty() && rt->topo.rank == 0) {
