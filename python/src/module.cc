@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "python/src/binding.h"
 
 namespace py = pybind11;
 
@@ -29,27 +30,6 @@ namespace {
 PyObject* g_kolo_error = nullptr;
 
 [[noreturn]] void raise(const Status& s) { throw Error(s); }
-
-DType dtype_from_code(int code) {
-  if (code < 0 || code >= kNumDTypes)
-    raise(Status::invalid_argument("kolo: unknown dtype code " + std::to_string(code)));
-  return static_cast<DType>(code);
-}
-
-ReduceOp op_from_code(int code) {
-  if (code < 0 || code >= kNumReduceOps)
-    raise(Status::invalid_argument("kolo: unknown reduce op code " + std::to_string(code)));
-  return static_cast<ReduceOp>(code);
-}
-
-TensorView view(uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, int device) {
-  TensorView v;
-  v.data = reinterpret_cast<void*>(ptr);
-  v.dtype = dtype_from_code(dtype);
-  v.shape = shape;
-  v.device = device < 0 ? Device::cpu() : Device::gpu(device);
-  return v;
-}
 
 // A kolo::Handle as Python sees it.
 struct PyHandle {
@@ -178,5 +158,12 @@ PYBIND11_MODULE(_kolo, m) {
         kolo::barrier(name);
       },
       py::arg("name") = "kolo.barrier");
+
+#ifdef KOLO_HAVE_TRAINING_CORE
+  bind_gradient_sync(m);
+  m.attr("HAVE_GRADIENT_SYNC") = true;
+#else
+  m.attr("HAVE_GRADIENT_SYNC") = false;
+#endif
 
 }
