@@ -448,7 +448,12 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     collectives_.fetch_add(1, std::memory_order_relaxed);
   }
   tensors_.fetch_add(entries.size(), std::memory_order_relaxed);
-  if (s.is_ok() && cache_.enabled())
+  // Every rank executes the same non-error responses in the same order, so remembering them
+  // all keeps the caches identical. Whether this rank's execution succeeded is local: a
+  // failure on one rank only must not make its cache skip an entry its peers keep (its
+  // later ids would name other tensors on rank 0). Error responses carry each rank's own
+  // disagreeing request and are never remembered.
+  if (cache_.enabled() && r.type != Response::Type::kError)
     for (const auto& e : entries) cache_.remember(e.request);
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);

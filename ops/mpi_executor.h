@@ -4,13 +4,16 @@
 // packed into a fusion buffer (applying the prescale while copying), reduced, and unpacked.
 // Either way the reduction proceeds in pieces of KOLO_CPU_CHUNK_BYTES so each piece is
 // scaled while it is still in cache, and MPI's large-message slowdown on one host (buffers
-// that fall out of the L3 cache) is avoided.
+// that fall out of the L3 cache) is avoided. fp16/bf16 are widened to float32 (times the
+// prescale), allreduced as floats and rounded back once after the post-scale
+// (ops/cpu_reduce.h), never rounded to 16 bits between ranks.
 //
 // Thread safety: coordinator thread only. Owns its fusion buffer.
 #pragma once
 
 #include <mpi.h>
 
+#include <span>
 #include <vector>
 
 #include "core/executor.h"
@@ -26,18 +29,25 @@ class MpiExecutor final : public Executor {
   void set_cpu_chunk_bytes(size_t bytes) override { chunk_bytes_ = bytes; }
 
   // In-place chunked allreduce of `count` elements at `buf` (shared with other executors'
-  // tests and the benchmarks).
+  // tests and the benchmarks). fp16/bf16 in float32, as above.
   Status allreduce_buffer(void* buf, size_t count, DType t, ReduceOp op, double prescale, double postscale);
 
  private:
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
+  struct Span {
+    void* data;
+    size_t count;
+  };
+  Status allreduce_half(std::span<const Span> tensors, DType t, ReduceOp op, double prescale, double postscale);
 
   MPI_Comm comm_;
   int size_ = 1;
   size_t chunk_bytes_;
   std::vector<std::byte> fusion_;
+  std::vector<float> wide_;  // fp16/bf16: one chunk in float32
+  std::vector<Span> spans_;
 };
 
 }  // namespace kolo::ops
