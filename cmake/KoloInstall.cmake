@@ -1,8 +1,9 @@
-# `cmake --install` puts headers, libkolo and a CMake package in place, so that a user
-# project does find_package(kolo) and links kolo::kolo.
+# `cmake --install` puts headers, libkolo, libkolo_training (kolo/gradient_sync.h) and a CMake
+# package in place, so that a user project does find_package(kolo) and links kolo::kolo and
+# kolo::training.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kolo EXPORT koloTargets
+install(TARGETS kolo kolo_training EXPORT koloTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

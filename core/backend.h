@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/config.h"
@@ -51,6 +52,9 @@ class Backend {
   // burn a core its own training thread needs while a peer finishes its backward pass —
   // the blocking collectives that follow then start with every rank present.
   virtual Status rendezvous() { return Status::ok(); }
+  // Which executor runs each collective on CPU (and GPU) tensors, for KOLO_VERBOSE's report:
+  // space-separated key=value words, e.g. "allreduce=shm+mpi(hierarchical) broadcast=mpi".
+  virtual std::string describe_executors() const { return ""; }
   // Releases the transport (MPI_Finalize if kolo initialised MPI). Called once, from the
   // thread that called init(), after the coordinator has stopped.
   virtual void finalize() = 0;

@@ -27,7 +27,8 @@ const std::set<std::string>& known_names() {
       "KOLO_AUTOTUNE_LOG",             "KOLO_AUTOTUNE_SAMPLES",
       "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY",
       "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES",
-      "KOLO_BURST_HOLD_MICROSECONDS"};
+      "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
+      "KOLO_NETWORK_INTERFACE"};
   return names;
 }
 
@@ -136,6 +137,15 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     c.autotune = *v == "1";
   }
   if (auto v = lookup("KOLO_AUTOTUNE_LOG")) c.autotune_log = *v;
+  if (auto v = lookup("KOLO_VERBOSE")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_VERBOSE", *v, "0 or 1");
+    c.verbose = *v == "1";
+  }
+  if (auto v = lookup("KOLO_NETWORK_INTERFACE")) {
+    if (v->empty() || v->size() > 15 || v->find_first_of(" ,/") != std::string::npos)
+      return bad_value("KOLO_NETWORK_INTERFACE", *v, "one network interface name, such as eth0 or ib0");
+    c.network_interface = *v;
+  }
   auto count = [&](const char* name, int* field) -> Status {
     auto v = lookup(name);
     if (!v) return Status::ok();

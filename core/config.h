@@ -60,6 +60,11 @@ struct Config {
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
   int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried
   int autotune_window = 20;              // KOLO_AUTOTUNE_WINDOW: response lists per sample
+  // Every rank prints one line at init: host, local rank, executor per level, interface.
+  bool verbose = false;                  // KOLO_VERBOSE
+  // The interface for traffic between hosts: must exist on every host; Open MPI's TCP BTL
+  // and NCCL's sockets use it unless their own variables say otherwise (empty = theirs).
+  std::string network_interface;         // KOLO_NETWORK_INTERFACE
 
   using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
   // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.

@@ -3,10 +3,12 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
 #include "core/backend.h"
+#include "core/host_info.h"
 #include "core/logging.h"
 #include "ops/mpi_channel.h"
 #include "ops/mpi_executor.h"
@@ -26,6 +28,14 @@ class MpiBackend final : public Backend {
   Status init(const Config& config, int* argc, char*** argv) {
     int initialized = 0;
     MPI_Initialized(&initialized);
+    // KOLO_NETWORK_INTERFACE: refuse a host without it, before any connection is made; it
+    // becomes Open MPI's TCP interface (read at MPI_Init, so only if kolo initialises MPI)
+    // and NCCL's, unless their own variables are set.
+    if (!config.network_interface.empty()) {
+      KOLO_RETURN_IF_ERROR(check_interface(config.network_interface));
+      setenv("OMPI_MCA_btl_tcp_if_include", config.network_interface.c_str(), 0);
+      setenv("NCCL_SOCKET_IFNAME", config.network_interface.c_str(), 0);
+    }
     if (!initialized) {
       int provided = 0;
       KOLO_RETURN_IF_ERROR(
@@ -89,6 +99,7 @@ class MpiBackend final : public Backend {
       return Status::ok();
     }
     if (config.cpu_operations == CpuOperations::kShm) return s;
+    no_shm_reason_ = s.message();
     KOLO_LOG(LogLevel::kInfo, "shared-memory executor unavailable, using MPI: " << s.message());
     return Status::ok();
   }
@@ -117,6 +128,22 @@ class MpiBackend final : public Backend {
         warn_at = now + std::chrono::seconds(60);
       }
     }
+  }
+
+  std::string describe_executors() const override {
+    std::string d;
+    if (!shm_executor_) {
+      d = "allreduce=mpi broadcast=mpi allgather=mpi";
+    } else if (topo_.local_size == topo_.size) {
+      d = "allreduce=shm broadcast=shm allgather=shm";
+    } else {
+      // Hierarchical: shared memory within the host, MPI between one leader per host.
+      d = "allreduce=shm+mpi(hierarchical) broadcast=mpi allgather=mpi";
+    }
+    if (!shm_executor_)
+      d += " shm=off(" + (no_shm_reason_.empty() ? std::string("KOLO_CPU_OPERATIONS=mpi") : no_shm_reason_) + ")";
+    for (const auto& e : gpu_executors_) d += std::string(" gpu=") + e->name();
+    return d;
   }
 
   const Topology& topology() const override { return topo_; }
@@ -150,6 +177,7 @@ class MpiBackend final : public Backend {
   std::unique_ptr<shm::ShmExecutor> shm_executor_;
   std::vector<std::unique_ptr<Executor>> gpu_executors_;  // empty unless KOLO_HAVE_CUDA
   std::vector<Executor*> executors_;
+  std::string no_shm_reason_;  // why there is no shm executor in auto mode
 };
 
 }  // namespace

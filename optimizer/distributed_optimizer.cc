@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "core/logging.h"
@@ -13,14 +15,32 @@
 
 namespace kolo {
 
+GradientSyncOptions gradient_sync_options(const DistributedOptions& o,
+                                          std::function<void(int, const TensorView&)> before_submit) {
+  if (o.backward_passes_per_step < 1) {
+    throw std::invalid_argument("backward_passes_per_step must be >= 1, got " +
+                                std::to_string(o.backward_passes_per_step));
+  }
+  GradientSyncOptions s;
+  s.op = ReduceOp::kAverage;
+  s.compression = o.fp16_compression ? Compression::kFp16 : Compression::kNone;
+  s.backward_passes_per_step = o.backward_passes_per_step;
+  s.average_over_passes = true;  // an update uses the mean gradient of the k passes
+  s.name_prefix = "grad.";
+  s.before_submit = std::move(before_submit);
+  return s;
+}
+
 DistributedOptimizer::DistributedOptimizer(std::unique_ptr<Optimizer> inner,
                                            const DistributedOptions& options)
-    : inner_(std::move(inner)),
-      options_(options),
-      params_(inner_->params()),
-      window_(params_.count(), options_.backward_passes_per_step) {
-  if (options_.fp16_compression) half_.resize(params_.total_size());
-  place_gradients();
+    : inner_(std::move(inner)), options_(options), params_(inner_->params()),
+      sync_(gradient_sync_options(options, [this](int i, const TensorView& v) { apply_local_weight(i, v); })) {
+  place_gradients();  // before the views are taken: it moves the gradient buffer
+  for (size_t i = 0; i < params_.count(); ++i) {
+    const auto& info = params_.info(static_cast<int>(i));
+    sync_.register_gradient(info.name, TensorView::of(params_.grad(static_cast<int>(i)),
+                                                      Shape{static_cast<int64_t>(info.size)}));
+  }
 }
 
 // All or nothing across ranks (kolo/memory.h, allocate_shared_everywhere): a rank with shared
@@ -42,52 +62,29 @@ void DistributedOptimizer::place_gradients() {
   gradients_shared_ = true;
 }
 
-DistributedOptimizer::~DistributedOptimizer() = default;  // window_ waits (see the header)
+DistributedOptimizer::~DistributedOptimizer() = default;  // sync_ waits (see the header)
+
+// The rank's weight differs per rank, and kolo requires scale factors to agree across
+// ranks, so it multiplies the gradient here, right before submission, not as a prescale.
+void DistributedOptimizer::apply_local_weight(int, const TensorView& v) {
+  if (options_.local_weight == 1.0) return;
+  const auto w = static_cast<float>(options_.local_weight);
+  auto* g = static_cast<float*>(v.data);
+  for (int64_t j = 0; j < v.num_elements(); ++j) g[j] *= w;
+}
 
 nn::GradReadyFn DistributedOptimizer::hook() {
   return [this](const std::vector<int>& indices) {
-    for (int i : indices) {
-      // Submit during the last pass of the accumulation window only.
-      if (window_.report(i)) submit(i);
-    }
+    for (int i : indices) sync_.gradient_ready(i);
   };
 }
 
-void DistributedOptimizer::submit(int index) {
-  const auto& info = params_.info(index);
-  float* g = params_.grad(index);
-  const std::string name = "grad." + info.name;
-  Shape shape{static_cast<int64_t>(info.size)};
-  // 1/k is the same on every rank and travels as the collective's prescale. The rank's
-  // weight differs per rank, and kolo requires scale factors to agree across ranks, so it
-  // is applied here, before submission.
-  const double prescale = 1.0 / options_.backward_passes_per_step;
-  if (options_.local_weight != 1.0) {
-    const auto w = static_cast<float>(options_.local_weight);
-    for (size_t j = 0; j < info.size; ++j) g[j] *= w;
-  }
-  if (options_.fp16_compression) {
-    // Scale before compressing: the sum of k passes could overflow half's range.
-    Half* h = half_.data() + info.offset;
-    for (size_t j = 0; j < info.size; ++j) h[j] = float_to_half(static_cast<float>(g[j] * prescale));
-    window_.set_handle(index, allreduce_async(TensorView::of(h, shape), name, AllreduceOptions{ReduceOp::kAverage}));
-  } else {
-    window_.set_handle(index, allreduce_async(TensorView::of(g, shape), name,
-                                              AllreduceOptions{ReduceOp::kAverage, prescale, 1.0}));
-  }
-}
-
 bool DistributedOptimizer::step() {
-  const bool updated = window_.end_pass([this](int i) { submit(i); },
-                                        [this](int i) {
-                                          if (!options_.fp16_compression) return;
-                                          const auto& info = params_.info(i);
-                                          float* g = params_.grad(i);
-                                          const Half* hp = half_.data() + info.offset;
-                                          for (size_t j = 0; j < info.size; ++j) g[j] = half_to_float(hp[j]);
-                                        });
-  if (updated) inner_->step();
-  return updated;
+  if (++passes_ < options_.backward_passes_per_step) return false;
+  passes_ = 0;
+  sync_.synchronize();
+  inner_->step();
+  return true;
 }
 
 void broadcast_parameters(nn::ParamStore& params, int root, const std::string& name) {

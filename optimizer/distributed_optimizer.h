@@ -1,4 +1,7 @@
-// optimizer/distributed_optimizer.h — data-parallel training around any Optimizer.
+// optimizer/distributed_optimizer.h — data-parallel training of an nn::Model around any
+// Optimizer: a client of kolo's framework-neutral core (kolo/gradient_sync.h), which does the
+// pass counting, submission, fp16 staging and waiting; this class adds what is nn-specific
+// (the ParamStore's gradient views, the per-rank weight, shared-memory gradients).
 //
 // Usage (see examples/train_lenet.cc):
 //   kolo::DistributedOptimizer opt(std::make_unique<kolo::SGD>(model.params(), sgd), {});
@@ -39,13 +42,14 @@
 // Thread safety: the training thread only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "kolo/handle.h"
 #include "kolo/tensor.h"
 #include "nn/model.h"
-#include "optimizer/grad_window.h"
+#include "kolo/gradient_sync.h"
 #include "optimizer/optimizer.h"
 
 namespace kolo {
@@ -82,21 +86,26 @@ class DistributedOptimizer {
   bool gradients_shared() const { return gradients_shared_; }
   // Seconds the last update spent in step() waiting for its allreduces: the communication
   // the backward pass did not hide (benchmarks report it; kolo-bench-train).
-  double last_wait_seconds() const { return window_.last_wait_seconds(); }
+  double last_wait_seconds() const { return sync_.last_wait_seconds(); }
 
  private:
-  void submit(int index);
-  void place_gradients();  // shared_gradients: see the header comment
+  void place_gradients();
+  void apply_local_weight(int index, const TensorView& view);  // shared_gradients: see the header comment
 
   std::unique_ptr<Optimizer> inner_;
   DistributedOptions options_;
   nn::ParamStore& params_;
   bool gradients_shared_ = false;
-  std::vector<Half> half_;           // fp16 staging, same offsets as the gradients
-  // Last member: destroyed first, so it waits for allreduces still writing the gradients or
-  // half_ before that memory goes.
-  GradWindow window_;
+  int passes_ = 0;  // backward passes since the last update
+  // Last member: destroyed first, so it waits for allreduces still writing the gradients.
+  GradientSync sync_;
 };
+
+// The GradientSync options both trainer optimizers (CPU and GPU) use: average, names
+// "grad.<parameter>", the mean over backward_passes_per_step passes. Throws
+// std::invalid_argument when backward_passes_per_step < 1.
+GradientSyncOptions gradient_sync_options(const DistributedOptions& options,
+                                          std::function<void(int, const TensorView&)> before_submit);
 
 // Copies root's parameters and buffers (BatchNorm statistics) to every rank. Blocking.
 void broadcast_model(nn::Model& model, int root);

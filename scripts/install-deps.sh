@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       openmpi-bin libopenmpi-dev libeigen3-dev catch2 zlib1g-dev
       libcli11-dev nlohmann-json3-dev dataset-fashion-mnist python3
-      python3-matplotlib)  # python3-matplotlib: the timeline test draws its trace (tools/timeline_plot.py)
+      python3-matplotlib   # the timeline test draws its trace (tools/timeline_plot.py)
+      python3-dev python3-pybind11 pybind11-dev python3-torch python3-pytest)  # kolo.torch and its tests
 # Optional extras (plots, the PyTorch baseline) are installed by the bench scripts that use them.
 missing=()
 for p in "${pkgs[@]}"; do

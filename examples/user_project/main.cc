@@ -1,7 +1,9 @@
-// A program outside kolo's tree: sums each rank's id with kolo and checks the answer.
+// A program outside kolo's tree: sums each rank's id with kolo and checks the answer, then
+// averages two "gradients" with kolo::GradientSync (the installed kolo::training library).
 #include <cstdio>
 #include <vector>
 
+#include <kolo/gradient_sync.h>
 #include <kolo/kolo.h>
 
 int main(int argc, char** argv) {
@@ -11,7 +13,21 @@ int main(int argc, char** argv) {
   const double want = kolo::size() * (kolo::size() + 1) / 2.0;
   std::printf("user_app rank %d of %d: sum %.0f %s\n", kolo::rank(), kolo::size(), v[0],
               v[0] == want ? "OK" : "WRONG");
-  const bool ok = v[0] == want;
+  bool ok = v[0] == want;
+
+  std::vector<float> w(16, static_cast<float>(kolo::rank()));
+  std::vector<float> b(4, static_cast<float>(kolo::rank()));
+  {
+    kolo::GradientSync sync;  // average over ranks
+    sync.register_gradient("w", kolo::TensorView::of(w));
+    sync.register_gradient("b", kolo::TensorView::of(b));
+    sync.gradient_ready(0);  // as a backward hook would; "b" goes at synchronize()
+    sync.synchronize();
+  }
+  const float mean = (kolo::size() - 1) / 2.0f;
+  const bool sync_ok = w[15] == mean && b[0] == mean;
+  std::printf("user_app rank %d: gradient sync mean %.1f %s\n", kolo::rank(), w[15], sync_ok ? "OK" : "WRONG");
+  ok = ok && sync_ok;
   kolo::shutdown();
   return ok ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // GpuDistributedOptimizer: events, device-tensor allreduce submission, waiting, update.
 #include "nn/gpu/distributed.h"
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -9,18 +10,34 @@
 
 namespace kolo::nn::gpu {
 
+namespace {
+
+GradientSyncOptions sync_options(const DistributedOptions& o, std::function<void(int, const TensorView&)> before) {
+  if (o.fp16_compression) throw std::invalid_argument("fp16 gradient compression is not supported on GPU yet");
+  return gradient_sync_options(o, std::move(before));
+}
+
+}  // namespace
+
 GpuDistributedOptimizer::GpuDistributedOptimizer(std::unique_ptr<GpuOptimizer> inner, const DistributedOptions& options)
     : inner_(std::move(inner)),
       options_(options),
       params_(inner_->params()),
-      window_(params_.host().count(), options_.backward_passes_per_step) {
-  if (options_.fp16_compression) throw std::invalid_argument("fp16 gradient compression is not supported on GPU yet");
-  events_.assign(params_.host().count(), nullptr);
+      sync_(sync_options(options_, [this](int i, const TensorView& v) { before_submit(i, v); })) {
+  const int count = static_cast<int>(params_.host().count());
+  events_.assign(static_cast<size_t>(count), nullptr);
   for (auto& e : events_) KOLO_NN_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  for (int i = 0; i < count; ++i) {
+    const auto& info = params_.host().info(i);
+    TensorView v = TensorView::of(params_.grad(i), Shape{static_cast<int64_t>(info.size)});
+    v.device = Device::gpu(inner_->context().device());
+    v.ready_event = events_[static_cast<size_t>(i)];
+    sync_.register_gradient(info.name, v);
+  }
 }
 
 GpuDistributedOptimizer::~GpuDistributedOptimizer() {
-  window_.wait_quietly();  // gradient memory and events must outlive their allreduces
+  sync_.abandon();  // gradient memory and events must outlive their allreduces
   for (auto e : events_) {
     if (e) cudaEventDestroy(e);
   }
@@ -28,32 +45,27 @@ GpuDistributedOptimizer::~GpuDistributedOptimizer() {
 
 GradReadyFn GpuDistributedOptimizer::hook() {
   return [this](const std::vector<int>& indices) {
-    for (int i : indices) {
-      if (window_.report(i)) submit(i);
-    }
+    for (int i : indices) sync_.gradient_ready(i);
   };
 }
 
-void GpuDistributedOptimizer::submit(int index) {
-  const auto& info = params_.host().info(index);
-  float* g = params_.grad(index);
+// Runs right before kolo takes gradient `index`: the per-rank weight (on the device), then
+// the event kolo's GPU executor waits on.
+void GpuDistributedOptimizer::before_submit(int index, const TensorView& view) {
   cudaStream_t stream = inner_->context().stream();
   if (options_.local_weight != 1.0) {
-    scale_inplace(g, static_cast<int64_t>(info.size), static_cast<float>(options_.local_weight), stream);
+    scale_inplace(static_cast<float*>(view.data), view.num_elements(), static_cast<float>(options_.local_weight),
+                  stream);
   }
-  cudaEvent_t ev = events_[static_cast<size_t>(index)];
-  KOLO_NN_CUDA(cudaEventRecord(ev, stream));
-  TensorView v = TensorView::of(g, Shape{static_cast<int64_t>(info.size)});
-  v.device = Device::gpu(inner_->context().device());
-  v.ready_event = ev;
-  const double prescale = 1.0 / options_.backward_passes_per_step;
-  window_.set_handle(index, allreduce_async(v, "grad." + info.name, AllreduceOptions{ReduceOp::kAverage, prescale, 1.0}));
+  KOLO_NN_CUDA(cudaEventRecord(events_[static_cast<size_t>(index)], stream));
 }
 
 bool GpuDistributedOptimizer::step() {
-  const bool updated = window_.end_pass([this](int i) { submit(i); }, [](int) {});
-  if (updated) inner_->step();
-  return updated;
+  if (++passes_ < options_.backward_passes_per_step) return false;
+  passes_ = 0;
+  sync_.synchronize();
+  inner_->step();
+  return true;
 }
 
 void broadcast_gpu_model(DeviceParams& params, DeviceParams& buffers, GpuContext& ctx, const std::string& arch,

@@ -1,5 +1,6 @@
 // nn/gpu/distributed.h — data-parallel training of a GpuModel: the GPU twin of
-// kolo::DistributedOptimizer (optimizer/distributed_optimizer.h), same usage and semantics.
+// kolo::DistributedOptimizer (optimizer/distributed_optimizer.h), same usage and semantics,
+// and like it a client of kolo::GradientSync (kolo/gradient_sync.h) with device views.
 //
 //   GpuDistributedOptimizer opt(GpuOptimizer::sgd(model.params(), model.context(), o), {});
 //   for each batch: forward; model.backward(x, dlogits, opt.hook()); opt.step(); opt.zero_grad();
@@ -31,7 +32,7 @@
 #include "nn/gpu/optimizer.h"
 #include "nn/model.h"
 #include "optimizer/distributed_optimizer.h"
-#include "optimizer/grad_window.h"
+#include "kolo/gradient_sync.h"
 
 namespace kolo::nn::gpu {
 
@@ -53,16 +54,18 @@ class GpuDistributedOptimizer {
   double lr() const { return inner_->lr(); }
   void set_lr(double lr) { inner_->set_lr(lr); }
   void set_local_weight(double w) { options_.local_weight = w; }
-  double last_wait_seconds() const { return window_.last_wait_seconds(); }
+  double last_wait_seconds() const { return sync_.last_wait_seconds(); }
 
  private:
-  void submit(int index);
+  void before_submit(int index, const TensorView& view);
 
   std::unique_ptr<GpuOptimizer> inner_;
   DistributedOptions options_;
   DeviceParams& params_;
-  GradWindow window_;  // accumulation window and allreduces in flight (optimizer/grad_window.h)
   std::vector<cudaEvent_t> events_;  // per tensor, recorded before its submission
+  int passes_ = 0;                   // backward passes since the last update
+  // Destroyed before events_ (and waited for explicitly in the destructor).
+  GradientSync sync_;
 };
 
 // Copies root's parameters and buffers to every rank through kolo's GPU collectives

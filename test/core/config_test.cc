@@ -100,6 +100,18 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
   CHECK(msg("KOLO_LOG_LEVEL", "loud").find("one of trace, debug") != std::string::npos);
   CHECK(msg("KOLO_TEST_RANKS_PER_HOST", "1.5").find("whole number") != std::string::npos);
   CHECK(msg("KOLO_BURST_HOLD_MICROSECONDS", "-3").find("microseconds from 0 (off)") != std::string::npos);
+  CHECK(msg("KOLO_VERBOSE", "yes") == "KOLO_VERBOSE=\"yes\" is not valid: expected 0 or 1");
+  CHECK(msg("KOLO_NETWORK_INTERFACE", "eth0,eth1").find("one network interface name") != std::string::npos);
+  CHECK(msg("KOLO_NETWORK_INTERFACE", "").find("KOLO_NETWORK_INTERFACE") == 0);
+}
+
+TEST_CASE("KOLO_VERBOSE and KOLO_NETWORK_INTERFACE", "[config]") {
+  Config c;
+  CHECK_FALSE(c.verbose);
+  CHECK(c.network_interface.empty());
+  REQUIRE(parse({{"KOLO_VERBOSE", "1"}, {"KOLO_NETWORK_INTERFACE", "eth0"}}, &c).is_ok());
+  CHECK(c.verbose);
+  CHECK(c.network_interface == "eth0");
 }
 
 TEST_CASE("byte counts and numbers parse strictly", "[config]") {

@@ -1,0 +1,27 @@
+// core/host_info.h — what this process can learn about its host without MPI: the host name
+// and the network interfaces, for KOLO_NETWORK_INTERFACE and the KOLO_VERBOSE report.
+//
+// Thread safety: plain functions over the OS; callable from any thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kolo/status.h"
+
+namespace kolo {
+
+// gethostname(), or "?" if it fails.
+std::string host_name();
+
+// Names of this host's network interfaces, in the kernel's order.
+std::vector<std::string> interface_names();
+
+// The IPv4 addresses of `name`, comma-separated ("" if it has none or does not exist).
+std::string interface_addresses(const std::string& name);
+
+// OK if this host has an interface `name`; otherwise an error naming the host, the
+// interface and the interfaces it does have (for KOLO_NETWORK_INTERFACE).
+Status check_interface(const std::string& name);
+
+}  // namespace kolo

@@ -1,0 +1,28 @@
+"""kolo.torch — Horovod's PyTorch API on kolo.
+
+A script written for horovod.torch runs on kolo with one changed line:
+
+    import kolo.torch as hvd
+
+    hvd.init()
+    torch.set_num_threads(...)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+Launch with `mpirun -np N python3 train.py`. See docs/pytorch.md for what is supported and
+where kolo differs from Horovod.
+"""
+from kolo.torch.compression import Compression
+from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
+                                  broadcast_parameters)
+from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError, Max, Min, Product,
+                                Sum, allgather, allgather_async, allreduce, allreduce_, allreduce_async,
+                                allreduce_async_, barrier, broadcast, broadcast_, broadcast_async,
+                                broadcast_async_, cross_rank, cross_size, cuda_built, gloo_built,
+                                gloo_enabled, init, is_homogeneous, is_initialized, local_rank,
+                                local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
+                                poll, rank, rocm_built, shutdown, size, synchronize)
+from kolo.torch.optimizer import DistributedOptimizer
+
+__all__ = [n for n in dir() if not n.startswith("_")]

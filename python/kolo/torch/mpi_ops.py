@@ -1,0 +1,423 @@
+"""Horovod's collective operations on torch tensors, over kolo's runtime.
+
+Every function has the signature and semantics of ``horovod.torch`` (docs/pytorch.md lists
+the differences). Tensors reach kolo as (data pointer, dtype, shape); the tensor, and any
+output or staging tensor, is kept alive by this module's handle record until the collective
+completed, because kolo reads and writes that memory from its coordinator thread.
+
+Handles are ints, as in Horovod: ``synchronize(h)`` waits and returns the output tensor,
+``poll(h)`` says whether it is done. A failed collective raises :class:`KoloError` (alias
+``HorovodInternalError``) from ``synchronize`` with kolo's message (tensor name, ranks,
+values), on every rank the failure concerns; the job goes on.
+
+Names: collectives are matched across ranks by name. ``name=None`` gives an automatic
+name ``<op>.noname.<n>``, n counting this process's unnamed calls (all kinds together) from
+0: ranks that make the same sequence of unnamed calls agree, as with Horovod.
+"""
+import itertools
+import threading
+
+import torch
+
+from kolo import _kolo
+
+KoloError = _kolo.KoloError
+HorovodInternalError = KoloError
+
+# Reduce operations, as module-level names (Horovod's hvd.Average, ...).
+Average = _kolo.OP_AVERAGE
+Sum = _kolo.OP_SUM
+Min = _kolo.OP_MIN
+Max = _kolo.OP_MAX
+Product = _kolo.OP_PRODUCT
+
+
+class _Unsupported:
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+Adasum = _Unsupported("Adasum")
+
+_OP_NAMES = {Average: "Average", Sum: "Sum", Min: "Min", Max: "Max", Product: "Product"}
+
+_DTYPES = {
+    torch.uint8: _kolo.DTYPE_UINT8,
+    torch.int32: _kolo.DTYPE_INT32,
+    torch.int64: _kolo.DTYPE_INT64,
+    torch.float16: _kolo.DTYPE_FLOAT16,
+    torch.bfloat16: _kolo.DTYPE_BFLOAT16,
+    torch.float32: _kolo.DTYPE_FLOAT32,
+    torch.float64: _kolo.DTYPE_FLOAT64,
+}
+
+
+# --- job ------------------------------------------------------------------------------------
+
+def init(comm=None, process_sets=None):
+    """Starts kolo (MPI and the coordinator thread). Idempotent."""
+    if comm is not None:
+        raise ValueError("kolo.torch.init: comm= is not supported; kolo always uses the whole "
+                         "MPI job (MPI_COMM_WORLD)")
+    if process_sets is not None:
+        raise ValueError("kolo.torch.init: process_sets= is not supported yet")
+    _kolo.init()
+
+
+def shutdown():
+    """Stops kolo on this rank; collectives still pending anywhere fail naming this rank."""
+    _kolo.shutdown()
+
+
+is_initialized = _kolo.is_initialized
+
+
+def _need_init(what):
+    if not _kolo.is_initialized():
+        raise ValueError("kolo.torch.%s: kolo has not been initialised; call init() first" % what)
+
+
+def _topology(what, doc):
+    query = getattr(_kolo, what)
+
+    def f():
+        _need_init(what)
+        return query()
+    f.__name__ = what
+    f.__doc__ = doc
+    return f
+
+
+size = _topology("size", "Number of ranks in the job.")
+rank = _topology("rank", "This process's rank, 0 .. size()-1.")
+local_size = _topology("local_size", "Number of ranks on this host.")
+local_rank = _topology("local_rank", "This process's rank among the ranks of its host.")
+cross_size = _topology("cross_size", "Number of hosts.")
+cross_rank = _topology("cross_rank", "Index of this process's host.")
+
+
+def is_homogeneous():
+    return True
+
+
+def mpi_threads_supported():
+    return True
+
+
+def mpi_built():
+    return True
+
+
+def mpi_enabled():
+    return True
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+# --- names and handles ----------------------------------------------------------------------
+
+_auto_names = itertools.count()
+_handle_ids = itertools.count()
+_handles = {}
+_handles_lock = threading.Lock()
+
+
+def _name(kind, name):
+    if name is None:
+        return "%s.noname.%d" % (kind, next(_auto_names))
+    if not isinstance(name, str) or not name:
+        raise ValueError("kolo.torch.%s: name must be a non-empty string, got %r" % (kind, name))
+    return name
+
+
+class _Record:
+    """One collective in flight: kolo's handle, the tensors it uses (kept alive until
+    completion) and how to produce the result once it completed."""
+    __slots__ = ("handle", "keep", "finish")
+
+    def __init__(self, handle, keep, finish):
+        self.handle = handle
+        self.keep = keep
+        self.finish = finish
+
+
+def _register(handle, keep, finish):
+    h = next(_handle_ids)
+    with _handles_lock:
+        _handles[h] = _Record(handle, keep, finish)
+    return h
+
+
+def _record(handle, what):
+    with _handles_lock:
+        rec = _handles.get(handle)
+    if rec is None:
+        raise ValueError("kolo.torch.%s: unknown or already synchronized handle %r" % (what, handle))
+    return rec
+
+
+def poll(handle):
+    """True when the collective of `handle` has completed (never blocks)."""
+    return _record(handle, "poll").handle.done()
+
+
+def synchronize(handle):
+    """Waits for `handle` and returns its output tensor; raises KoloError if it failed."""
+    rec = _record(handle, "synchronize")
+    try:
+        rec.handle.wait()
+        return rec.finish()
+    finally:
+        with _handles_lock:
+            _handles.pop(handle, None)
+
+
+# --- tensors --------------------------------------------------------------------------------
+
+def _dtype_code(tensor, what):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("kolo.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
+    code = _DTYPES.get(tensor.dtype)
+    if code is None:
+        raise TypeError("kolo.torch.%s: dtype %s is not supported; kolo reduces %s" %
+                        (what, tensor.dtype, ", ".join(str(d) for d in _DTYPES)))
+    if tensor.is_sparse:
+        raise TypeError("kolo.torch.%s: sparse tensors are not supported" % what)
+    return code
+
+
+def _device(tensor):
+    if tensor.device.type == "cpu":
+        return -1
+    if tensor.device.type == "cuda":
+        # kolo waits for nothing on the GPU side when no event is given: make the data ready.
+        torch.cuda.current_stream(tensor.device).synchronize()
+        return tensor.device.index
+    raise TypeError("kolo.torch: tensors on %s are not supported (cpu or cuda)" % tensor.device)
+
+
+def _contiguous_work(tensor):
+    """The tensor kolo works on in place: `tensor` itself when contiguous, else a copy
+    (written back by the caller)."""
+    t = tensor.detach()
+    return t if t.is_contiguous() else t.contiguous()
+
+
+def _op_code(op, average, what):
+    if average is not None:
+        if op is not None:
+            raise ValueError("kolo.torch.%s: give op= or the deprecated average=, not both" % what)
+        return Average if average else Sum
+    if op is None:
+        return Average
+    if op is Adasum:
+        raise NotImplementedError("kolo.torch.%s: op=Adasum is not supported by kolo" % what)
+    if op not in _OP_NAMES:
+        raise ValueError("kolo.torch.%s: unknown op %r (Average, Sum, Min, Max, Product)" % (what, op))
+    return op
+
+
+# --- allreduce ------------------------------------------------------------------------------
+
+def _allreduce_into(work, name, op, prescale_factor, postscale_factor, keep, finish):
+    code = _dtype_code(work, "allreduce")
+    dev = _device(work)
+    h = _kolo.allreduce_async(work.data_ptr(), code, list(work.shape), name, op,
+                              float(prescale_factor), float(postscale_factor), dev)
+    return _register(h, keep, finish)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=None):
+    """In place: starts reducing `tensor` over all ranks; returns a handle."""
+    _check_process_set(process_set)
+    op = _op_code(op, average, "allreduce_async_")
+    name = _name("allreduce", name)
+    work = _contiguous_work(tensor)
+    if work.data_ptr() == tensor.data_ptr() and work.is_contiguous() and tensor.is_contiguous():
+        finish = lambda: tensor  # noqa: E731
+    else:
+        def finish():
+            with torch.no_grad():
+                tensor.copy_(work)
+            return tensor
+    return _allreduce_into(work, name, op, prescale_factor, postscale_factor, (tensor, work), finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=None):
+    """Out of place: starts reducing a copy of `tensor`; synchronize() returns the result."""
+    _check_process_set(process_set)
+    op = _op_code(op, average, "allreduce_async")
+    name = _name("allreduce", name)
+    out = tensor.detach().clone(memory_format=torch.contiguous_format)
+    return _allreduce_into(out, name, op, prescale_factor, postscale_factor, (tensor, out), lambda: out)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=None):
+    """In place, blocking."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+class _AllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # d(reduce)/d(input) for Sum/Average: the same reduction of the output gradients.
+        return allreduce(grad_output, op=ctx.op, prescale_factor=ctx.pre,
+                         postscale_factor=ctx.post), None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=None):
+    """Out of place, blocking, differentiable (for Sum and Average). `compression`
+    (Compression.fp16) reduces a compressed copy and returns the result in tensor's dtype."""
+    _check_process_set(process_set)
+    op = _op_code(op, average, "allreduce")
+    if compression is not None:
+        compressed, ctx = compression.compress(tensor)
+        reduced = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor)
+        return compression.decompress(reduced, ctx)
+    return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor)
+
+
+# --- allgather ------------------------------------------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=None):
+    """Starts concatenating every rank's `tensor` along dimension 0 (which may differ per
+    rank); synchronize() returns the gathered tensor."""
+    _check_process_set(process_set)
+    name = _name("allgather", name)
+    code = _dtype_code(tensor, "allgather")
+    work = tensor.detach()
+    if work.dim() == 0:
+        work = work.reshape(1)
+    work = work.contiguous()
+    dev = _device(work)
+    h = _kolo.allgather_async(work.data_ptr(), code, list(work.shape), name, dev)
+
+    def finish():
+        out = torch.empty(h.gathered_shape(), dtype=tensor.dtype)
+        h.copy_gathered(out.data_ptr(), out.numel() * out.element_size())
+        return out.to(tensor.device) if dev >= 0 else out
+
+    return _register(h, (tensor, work), finish)
+
+
+class _AllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.dim0 = tensor.shape[0] if tensor.dim() > 0 else 1
+        return synchronize(allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # Each rank's input got its rows of every rank's output gradient: sum them, keep ours.
+        sizes = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64))).tolist()
+        reduced = allreduce(grad_output, op=Sum)
+        start = sum(sizes[:rank()])
+        return reduced.narrow(0, start, ctx.dim0), None
+
+
+def allgather(tensor, name=None, process_set=None):
+    """Blocking allgather (differentiable)."""
+    _check_process_set(process_set)
+    return _AllgatherFn.apply(tensor, name)
+
+
+# --- broadcast ------------------------------------------------------------------------------
+
+def _broadcast_into(work, root_rank, name, keep, finish):
+    code = _dtype_code(work, "broadcast")
+    dev = _device(work)
+    h = _kolo.broadcast_async(work.data_ptr(), code, list(work.shape), int(root_rank), name, dev)
+    return _register(h, keep, finish)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=None):
+    """In place: starts copying root's `tensor` into every rank's; returns a handle."""
+    _check_process_set(process_set)
+    name = _name("broadcast", name)
+    work = _contiguous_work(tensor)
+    if work.data_ptr() == tensor.data_ptr() and tensor.is_contiguous():
+        finish = lambda: tensor  # noqa: E731
+    else:
+        def finish():
+            with torch.no_grad():
+                tensor.copy_(work)
+            return tensor
+    return _broadcast_into(work, root_rank, name, (tensor, work), finish)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=None):
+    """Out of place: synchronize() returns a new tensor holding root's values."""
+    _check_process_set(process_set)
+    name = _name("broadcast", name)
+    out = tensor.detach().clone(memory_format=torch.contiguous_format)
+    return _broadcast_into(out, root_rank, name, (tensor, out), lambda: out)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=None):
+    """In place, blocking."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+class _BroadcastFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root = root_rank
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # Only root's input reached the outputs: it gets the sum of their gradients.
+        reduced = allreduce(grad_output, op=Sum)
+        if rank() != ctx.root:
+            reduced = torch.zeros_like(reduced)
+        return reduced, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=None):
+    """Out of place, blocking, differentiable."""
+    _check_process_set(process_set)
+    return _BroadcastFn.apply(tensor, root_rank, name)
+
+
+# --- barrier and process sets ---------------------------------------------------------------
+
+def barrier(process_set=None):
+    """Returns once every rank has called barrier()."""
+    _check_process_set(process_set)
+    _kolo.barrier("kolo.barrier")
+
+
+def _check_process_set(process_set):
+    if process_set is not None:
+        raise NotImplementedError("kolo.torch: process_set= is not supported yet (global set only)")
