@@ -6,7 +6,8 @@
 // scaled while it is still in cache, and MPI's large-message slowdown on one host (buffers
 // that fall out of the L3 cache) is avoided. fp16/bf16 are widened to float32 (times the
 // prescale), allreduced as floats and rounded back once after the post-scale
-// (ops/cpu_reduce.h), never rounded to 16 bits between ranks.
+// (ops/cpu_reduce.h), never rounded to 16 bits between ranks. Every MPI call is nonblocking and
+// polled (ops::wait_request), so that no wait on a peer is unbounded.
 //
 // Thread safety: coordinator thread only. Owns its fusion buffer.
 #pragma once
@@ -17,12 +18,15 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "core/liveness.h"
 
 namespace kolo::ops {
 
 class MpiExecutor final : public Executor {
  public:
-  MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes);
+  // `liveness` (borrowed, may be null): consulted while every MPI request is polled, so a
+  // dead peer fails the collective instead of hanging it (core/liveness.h).
+  MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes, Liveness* liveness = nullptr);
   const char* name() const override { return "mpi"; }
   bool accepts(const Response& r) const override { return r.device.is_cpu(); }
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
@@ -45,6 +49,7 @@ class MpiExecutor final : public Executor {
   Status allreduce_half(std::span<const Span> tensors, DType t, ReduceOp op, double prescale, double postscale);
 
   MPI_Comm comm_;
+  Liveness* liveness_;
   int size_ = 1;
   int rank_ = 0;
   std::vector<std::byte> scaled_;  // reducescatter's prescaled input

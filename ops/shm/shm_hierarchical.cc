@@ -35,6 +35,8 @@ ShmGroup::Agree mpi_agree(MPI_Comm local_comm) {
 
 namespace {
 
+constexpr size_t kLeaderChunkBytes = size_t{4} << 20;
+
 // The leader's step: allreduce among hosts, then the scales. MPI counts are ints, so huge
 // pieces go in parts.
 Status leaders_allreduce(const HierarchicalComms& comms, std::span<const Piece> pieces,
@@ -45,10 +47,14 @@ Status leaders_allreduce(const HierarchicalComms& comms, std::span<const Piece> 
   for (const Piece& p : pieces) {
     auto* base = static_cast<char*>(p.data);
     for (size_t done = 0; hosts > 1 && done < p.count;) {
-      const size_t n = std::min<size_t>(p.count - done, INT_MAX / 2);
-      const int rc = MPI_Allreduce(MPI_IN_PLACE, base + done * esize, static_cast<int>(n),
-                                   ops::mpi_dtype(dtype), ops::mpi_reduce_op(dtype, op), comms.cross_comm);
-      if (rc != MPI_SUCCESS) return mpi_failed("MPI_Allreduce (between hosts)", rc);
+      // In pieces of kLeaderChunkBytes: one poll of a nonblocking collective may do a whole
+      // piece's work, and the waits must keep answering heartbeats (core/liveness.h).
+      const size_t n = std::min<size_t>(p.count - done, std::max<size_t>(1, kLeaderChunkBytes / esize));
+      MPI_Request req;
+      const int rc = MPI_Iallreduce(MPI_IN_PLACE, base + done * esize, static_cast<int>(n), ops::mpi_dtype(dtype),
+                                    ops::mpi_reduce_op(dtype, op), comms.cross_comm, &req);
+      if (rc != MPI_SUCCESS) return mpi_failed("MPI_Iallreduce (between hosts)", rc);
+      KOLO_RETURN_IF_ERROR(ops::wait_request(&req, "MPI_Iallreduce between hosts", comms.liveness));
       done += n;
     }
     ops::apply_postscale(p.data, p.count, dtype, op, comms.global_size, postscale);
@@ -79,9 +85,12 @@ Status hierarchical_half(ShmGroup& local, const HierarchicalComms& comms, std::s
     KOLO_RETURN_IF_ERROR(local.reduce_to_leader(wide.data(), m, DType::kFloat32, op));
     if (local.local_rank() == 0) {
       if (hosts > 1) {
-        const int rc = MPI_Allreduce(MPI_IN_PLACE, wide.data(), static_cast<int>(m), MPI_FLOAT,
-                                     ops::mpi_reduce_op(DType::kFloat32, op), comms.cross_comm);
-        if (rc != MPI_SUCCESS) return local.abort(mpi_failed("MPI_Allreduce (between hosts)", rc));
+        MPI_Request req = MPI_REQUEST_NULL;
+        const int rc = MPI_Iallreduce(MPI_IN_PLACE, wide.data(), static_cast<int>(m), MPI_FLOAT,
+                                      ops::mpi_reduce_op(DType::kFloat32, op), comms.cross_comm, &req);
+        if (rc != MPI_SUCCESS) return local.abort(mpi_failed("MPI_Iallreduce (between hosts)", rc));
+        Status w = ops::wait_request(&req, "MPI_Iallreduce between hosts", comms.liveness);
+        if (!w.is_ok()) return local.abort(w);
       }
       all.for_range(off, m, [&](char* user, size_t done, size_t cnt) {
         ops::narrow_half(user, wide.data() + done, cnt, dtype, f);
