@@ -396,7 +396,12 @@ Status Coordinator::execute_list(const ResponseList& list) {
   // The first response's entries are taken before meeting the peers, so that the rendezvous
   // lines the ranks up right before the data moves, not before this rank's bookkeeping
   // (a 1,000-tensor response is 1,000 look-ups).
-  Status first_taken = rs.empty() ? Status::ok() : queue_.take_entries(rs[0].names, &entries_);
+  // An error response may name tensors only some ranks submitted (a grouped collective whose
+  // ranks disagree on its members): each rank fails those it has.
+  const auto take = [&](const Response& r) {
+    return queue_.take_entries(r.names, &entries_, /*skip_missing=*/r.type == Response::Type::kError);
+  };
+  Status first_taken = rs.empty() ? Status::ok() : take(rs[0]);
   if (collectives) {
     const auto t0 = Clock::now();
     if (Status met = backend_.rendezvous(); !met.is_ok()) {
@@ -411,7 +416,7 @@ Status Coordinator::execute_list(const ResponseList& list) {
                              std::memory_order_relaxed);
   }
   for (size_t i = 0; i < rs.size(); ++i)
-    execute_one(rs[i], i == 0 ? std::move(first_taken) : queue_.take_entries(rs[i].names, &entries_));
+    execute_one(rs[i], i == 0 ? std::move(first_taken) : take(rs[i]));
   return Status::ok();
 }
 
@@ -423,7 +428,7 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     return;
   }
   if (timeline_) {
-    static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR"};
+    static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR", "ALLTOALL", "REDUCESCATTER"};
     for (const auto& n : r.names) {
       timeline_->end(n);
       timeline_->begin(n, labels[static_cast<int>(r.type)]);

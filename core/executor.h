@@ -14,6 +14,7 @@
 #include "core/message.h"
 #include "core/timeline.h"
 #include "core/tensor_queue.h"
+#include "kolo/collectives.h"
 #include "kolo/status.h"
 
 namespace kolo {
@@ -32,6 +33,46 @@ inline size_t prepare_allgather_output(const Response& r, TensorEntry& e, int64_
   out.shape[0] = *total_rows;
   out.bytes.resize(static_cast<size_t>(*total_rows) * row_bytes);
   return row_bytes;
+}
+
+// Alltoall: sizes the handle's output from the response's matrix (rows src -> dst) for
+// `rank` of `size`, sets the handle's received splits, fills rows sent to / received from
+// each rank, and returns the bytes of one row.
+inline size_t prepare_alltoall_output(const Response& r, int rank, int size, TensorEntry& e,
+                                      std::vector<int64_t>* send_rows, std::vector<int64_t>* recv_rows) {
+  const Shape& shape = e.view.shape;
+  const size_t row_bytes =
+      static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end()))) * dtype_size(r.dtype);
+  send_rows->assign(static_cast<size_t>(size), 0);
+  recv_rows->assign(static_cast<size_t>(size), 0);
+  int64_t total = 0;
+  for (int j = 0; j < size; ++j) {
+    (*send_rows)[j] = r.sizes[static_cast<size_t>(rank) * size + j];
+    (*recv_rows)[j] = r.sizes[static_cast<size_t>(j) * size + rank];
+    total += (*recv_rows)[j];
+  }
+  e.handle->received_splits = *recv_rows;
+  Tensor& out = e.handle->gathered;
+  out.dtype = r.dtype;
+  out.shape = shape;
+  out.shape[0] = total;
+  out.bytes.resize(static_cast<size_t>(total) * row_bytes);
+  return row_bytes;
+}
+
+// Reducescatter: sizes the handle's output to `rank`'s rows (reducescatter_rows) and returns
+// the elements of one row; *first_row gets the index of rank's first row.
+inline size_t prepare_reducescatter_output(const Response& r, int rank, int size, TensorEntry& e,
+                                           int64_t* first_row, int64_t* rows) {
+  const Shape& shape = e.view.shape;
+  const size_t row_elems = static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end())));
+  *rows = reducescatter_rows(shape[0], size, rank, first_row);
+  Tensor& out = e.handle->gathered;
+  out.dtype = r.dtype;
+  out.shape = shape;
+  out.shape[0] = *rows;
+  out.bytes.resize(static_cast<size_t>(*rows) * row_elems * dtype_size(r.dtype));
+  return row_elems;
 }
 
 class Executor {

@@ -21,6 +21,34 @@ void HandleState::complete(Status s) {
     done = true;
   }
   cv.notify_all();
+  if (!group) return;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(group->mu);
+    if (!status.is_ok() && group->group_status.is_ok()) group->group_status = status;
+    if (member_index < group->outputs.size()) group->outputs[member_index] = std::move(gathered);
+    last = --group->remaining == 0;
+  }
+  if (last) group->complete(group->group_status);
+  group.reset();
+}
+
+std::shared_ptr<HandleState> make_group_state(const std::string& name, OpKind kind, size_t members,
+                                              std::vector<std::shared_ptr<HandleState>>* member_states) {
+  auto g = std::make_shared<HandleState>(name, kind);
+  g->is_group = true;
+  g->remaining = members;
+  if (kind != OpKind::kAllreduce) g->outputs.resize(members);
+  member_states->clear();
+  for (size_t i = 0; i < members; ++i) {
+    auto m = std::make_shared<HandleState>(name + "[" + std::to_string(i) + "]", kind);
+    m->observed = true;  // internal: the group's state reports failures
+    m->group = g;
+    m->member_index = i;
+    member_states->push_back(std::move(m));
+  }
+  if (members == 0) g->complete(Status::ok());
+  return g;
 }
 
 void HandleState::wait() {
@@ -57,8 +85,37 @@ bool Handle::wait_for(std::chrono::milliseconds timeout) const {
   return s.cv.wait_for(lock, timeout, [&] { return s.done; });
 }
 
+const Tensor& Handle::output() const {
+  const auto& s = must(state_);
+  if (s.is_group || (s.kind != OpKind::kAllgather && s.kind != OpKind::kAlltoall && s.kind != OpKind::kReducescatter))
+    throw Error(Status::invalid_argument("kolo::Handle::output() on \"" + s.name + "\": only a single allgather, "
+                                         "alltoall or reducescatter returns a tensor; this is " +
+                                         (s.is_group ? "a grouped " : "") + std::string(op_kind_name(s.kind))));
+  throw_if_error(status());
+  return state_->gathered;
+}
+
+const std::vector<int64_t>& Handle::received_splits() const {
+  const auto& s = must(state_);
+  if (s.is_group || s.kind != OpKind::kAlltoall)
+    throw Error(Status::invalid_argument("kolo::Handle::received_splits() on \"" + s.name +
+                                         "\": only an alltoall receives splits; this is " +
+                                         (s.is_group ? "a grouped " : "") + std::string(op_kind_name(s.kind))));
+  throw_if_error(status());
+  return state_->received_splits;
+}
+
+const std::vector<Tensor>& Handle::outputs() const {
+  const auto& s = must(state_);
+  if (!s.is_group || s.kind == OpKind::kAllreduce)
+    throw Error(Status::invalid_argument("kolo::Handle::outputs() on \"" + s.name +
+                                         "\": only a grouped allgather or reducescatter returns a list of tensors"));
+  throw_if_error(status());
+  return state_->outputs;
+}
+
 const Tensor& Handle::gathered() const {
-  if (must(state_).kind != OpKind::kAllgather)
+  if (must(state_).kind != OpKind::kAllgather || state_->is_group)
     throw Error(Status::invalid_argument("kolo::Handle::gathered() on \"" + state_->name +
                                          "\": only allgather handles hold a gathered tensor; this one is " +
                                          std::string(op_kind_name(state_->kind))));

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kolo/handle.h"
 #include "kolo/status.h"
@@ -32,7 +34,25 @@ struct HandleState {
   bool done = false;         // guarded by mu
   bool observed = false;     // guarded by mu: someone looked at `status`
   Status status;             // written before done is set; read-only afterwards
-  Tensor gathered;           // allgather output; written by the coordinator before done
+  // Allgather, alltoall, reducescatter: this rank's result; alltoall: the rows received
+  // from each rank. Written by the coordinator before done.
+  Tensor gathered;
+  std::vector<int64_t> received_splits;
+
+  // Grouped collectives. A member's state (never seen by the user) hands its outcome and
+  // result to its group's state when it completes; the group's state completes with the
+  // last member, failed with the first member error. Guarded by the group's mu.
+  std::shared_ptr<HandleState> group;  // on members
+  size_t member_index = 0;             // on members
+  bool is_group = false;               // on the group's state
+  size_t remaining = 0;                // on the group's state: members not yet complete
+  Status group_status;                 // on the group's state: the first member failure
+  std::vector<Tensor> outputs;         // on the group's state: allgather/reducescatter results
 };
+
+// The state of a group of `members` collectives of `kind` named `name`, and of its members
+// (returned in *members, their `group` set).
+std::shared_ptr<HandleState> make_group_state(const std::string& name, OpKind kind, size_t members,
+                                              std::vector<std::shared_ptr<HandleState>>* member_states);
 
 }  // namespace kolo::detail

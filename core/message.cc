@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 4;  // 4: requests no longer carry a duplicate flag
+constexpr uint8_t kVersion = 5;  // 5: alltoall, reducescatter, grouped collectives
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -111,16 +111,17 @@ Status corrupt(const char* what, const Reader& r) {
 
 bool get_request(Reader& r, Request* q) {
   uint8_t kind, op, dt;
-  return r.pod(&q->rank) && r.u8(&kind) && enum_in_range(kind, 3, &q->kind) && r.u8(&op) &&
+  return r.pod(&q->rank) && r.u8(&kind) && enum_in_range(kind, kNumOpKinds, &q->kind) && r.u8(&op) &&
          enum_in_range(op, kNumReduceOps, &q->reduce_op) && r.u8(&dt) && enum_in_range(dt, kNumDTypes, &q->dtype) &&
          get_device(r, &q->device) && r.pod(&q->root) && r.pod(&q->prescale) && r.pod(&q->postscale) &&
-         r.i64s(&q->shape) && r.str(&q->name);
+         r.i64s(&q->shape) && r.str(&q->name) && r.i64s(&q->splits) && r.str(&q->group) &&
+         r.pod(&q->group_size);
 }
 
 bool get_response(Reader& r, Response* s) {
   uint8_t type, dt, op;
   uint32_t n;
-  if (!r.u8(&type) || !enum_in_range(type, 4, &s->type) || !r.count(&n, 4)) return false;
+  if (!r.u8(&type) || !enum_in_range(type, Response::kNumTypes, &s->type) || !r.count(&n, 4)) return false;
   s->names.resize(n);
   for (auto& name : s->names)
     if (!r.str(&name)) return false;
@@ -149,6 +150,9 @@ std::vector<uint8_t> encode(const RequestList& list) {
     w.pod(q.postscale);
     w.i64s(q.shape);
     w.str(q.name);
+    w.i64s(q.splits);
+    w.str(q.group);
+    w.pod(q.group_size);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(list.cached.size()));
   for (uint32_t id : list.cached) w.pod(id);

@@ -29,6 +29,13 @@ struct Request {
   double postscale = 1.0;
   Shape shape;
   std::string name;
+  // Alltoall: rows (first-dimension slices) this rank sends to each rank, in rank order;
+  // empty asks for the even split (shape[0] / size rows to every rank).
+  std::vector<int64_t> splits;
+  // Grouped collectives: the group's name and its number of members (empty / 0: no group).
+  // Every member of a group is held by rank 0 until all of them are ready on every rank.
+  std::string group;
+  int32_t group_size = 0;
 
   bool operator==(const Request&) const = default;
 };
@@ -45,7 +52,15 @@ struct RequestList {
 
 // One collective every rank executes: a single tensor or several fused ones.
 struct Response {
-  enum class Type : uint8_t { kAllreduce = 0, kBroadcast = 1, kAllgather = 2, kError = 3 };
+  enum class Type : uint8_t {
+    kAllreduce = 0,
+    kBroadcast = 1,
+    kAllgather = 2,
+    kError = 3,
+    kAlltoall = 4,
+    kReducescatter = 5,
+  };
+  static constexpr int kNumTypes = 6;
   Type type = Type::kAllreduce;
   std::vector<std::string> names;  // tensors, in buffer order
   DType dtype = DType::kFloat32;
@@ -54,7 +69,9 @@ struct Response {
   int32_t root = 0;
   double prescale = 1.0;
   double postscale = 1.0;
-  // kAllreduce: element count of each tensor. kAllgather: first dimension of each rank.
+  // kAllreduce, kReducescatter: element count of each tensor. kAllgather: first dimension
+  // of each rank. kAlltoall: the size x size matrix of rows, sizes[src * size + dst] = rows
+  // rank src sends to rank dst.
   std::vector<int64_t> sizes;
   std::string error;  // kError: the message every rank's handle fails with
 

@@ -57,17 +57,27 @@ namespace {
 // Whether `b` agrees with `a` on everything negotiation checks: decided without building any
 // text (the descriptive comparison runs only on disagreement).
 bool agrees(const Request& a, const Request& b) {
-  if (a.kind != b.kind || a.dtype != b.dtype || a.device.kind != b.device.kind) return false;
+  if (a.kind != b.kind || a.dtype != b.dtype || a.device.kind != b.device.kind || a.group != b.group ||
+      a.group_size != b.group_size)
+    return false;
   switch (a.kind) {
+    case OpKind::kReducescatter:
     case OpKind::kAllreduce:
       return a.reduce_op == b.reduce_op && a.shape == b.shape && a.prescale == b.prescale &&
              a.postscale == b.postscale;
     case OpKind::kBroadcast: return a.root == b.root && a.shape == b.shape;
     case OpKind::kAllgather:
+    case OpKind::kAlltoall:
       return a.shape.size() == b.shape.size() && !a.shape.empty() &&
              std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1);
   }
   return false;
+}
+
+std::string numbers(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
 }
 
 }  // namespace
@@ -84,7 +94,11 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     slot.have.assign(static_cast<size_t>(size_), false);
     slot.odd.clear();
     slot.first_dims.clear();
+    slot.matrix.clear();
+    slot.splits_error.clear();
     slot.count = 0;
+    slot.group_run = 0;
+    slot.group_error.clear();
     slot.poison.clear();
     slot.first_seen = now;
   }
@@ -105,11 +119,17 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     slot.odd.emplace_back(rank, q);
     slot.odd.back().second.rank = rank;
   }
-  if (q.kind == OpKind::kAllgather && !q.shape.empty()) {
+  if ((q.kind == OpKind::kAllgather || q.kind == OpKind::kAlltoall) && !q.shape.empty()) {
     if (slot.first_dims.empty()) slot.first_dims.assign(static_cast<size_t>(size_), 0);
     slot.first_dims[rank] = q.shape[0];
   }
-  if (++slot.count == size_) {
+  if (q.kind == OpKind::kAlltoall) note_splits(q, rank, slot);
+  const bool complete = ++slot.count == size_;
+  if (!q.group.empty()) {
+    // Held until the whole group is ready on every rank (release_group_if_ready).
+    note_group_member(q, rank, index, inserted);
+    release_group_if_ready(q.group);
+  } else if (complete) {
     completed_.push_back(index);
     if (slot.first.kind == OpKind::kAllreduce)
       ready_bytes_ += static_cast<size_t>(num_elements(slot.first.shape)) * dtype_size(slot.first.dtype);
@@ -117,14 +137,119 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
   return Status::ok();
 }
 
+void MessageTable::note_splits(const Request& q, int rank, Slot& slot) const {
+  if (slot.matrix.empty()) slot.matrix.assign(static_cast<size_t>(size_) * static_cast<size_t>(size_), 0);
+  const auto bad = [&](const std::string& why) {
+    slot.splits_error += (slot.splits_error.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) + " " + why;
+  };
+  if (q.shape.empty()) return bad("sent a scalar (alltoall needs a first dimension to split)");
+  const int64_t rows = q.shape[0];
+  int64_t* row = slot.matrix.data() + static_cast<size_t>(rank) * static_cast<size_t>(size_);
+  if (q.splits.empty()) {
+    if (rows % size_ != 0)
+      return bad("asked for an even split of " + std::to_string(rows) + " rows, which " + std::to_string(size_) +
+                 " ranks do not divide");
+    std::fill(row, row + size_, rows / size_);
+    return;
+  }
+  if (q.splits.size() != static_cast<size_t>(size_))
+    return bad("gave " + std::to_string(q.splits.size()) + " splits " + numbers(q.splits) + " for " +
+               std::to_string(size_) + " ranks");
+  int64_t sum = 0;
+  for (int64_t v : q.splits) {
+    if (v < 0) return bad("gave a negative split in " + numbers(q.splits));
+    sum += v;
+  }
+  if (sum != rows)
+    return bad("gave splits " + numbers(q.splits) + " that add up to " + std::to_string(sum) +
+               " rows, but its first dimension is " + std::to_string(rows));
+  std::copy(q.splits.begin(), q.splits.end(), row);
+}
+
+void MessageTable::note_group_member(const Request& q, int rank, uint32_t index, bool fresh_slot) {
+  Group& g = groups_[q.group];
+  if (g.size_by_rank.empty()) {
+    g.size_by_rank.assign(static_cast<size_t>(size_), -1);
+    g.seen_by_rank.assign(static_cast<size_t>(size_), 0);
+  }
+  if (g.size_by_rank[rank] < 0 || q.group_size < g.size_by_rank[rank]) g.size_by_rank[rank] = q.group_size;
+  ++g.seen_by_rank[rank];
+  if (fresh_slot) g.members.push_back(index);
+}
+
+// A group is released once every rank has sent all the members it announced. When the ranks
+// announced the same size (the normal case) every member is then complete; when they did
+// not, the members only some ranks sent are released too, as errors, so nothing is left
+// pending on any rank.
+void MessageTable::release_group_if_ready(const std::string& name) {
+  auto it = groups_.find(name);
+  Group& g = it->second;
+  for (int r = 0; r < size_; ++r)
+    if (g.size_by_rank[r] < 0 || g.seen_by_rank[r] < g.size_by_rank[r]) return;
+  std::sort(g.members.begin(), g.members.end(), [&](uint32_t a, uint32_t b) {
+    return slots_.value(a).first.name.size() != slots_.value(b).first.name.size()
+               ? slots_.value(a).first.name.size() < slots_.value(b).first.name.size()
+               : slots_.value(a).first.name < slots_.value(b).first.name;
+  });
+  Slot& head = slots_.value(g.members.front());
+  head.group_run = g.members.size();
+  std::vector<std::string> sizes;
+  for (int32_t v : g.size_by_rank) sizes.push_back(std::to_string(v));
+  const std::string d = describe_disagreement("group size", sizes);
+  if (!d.empty())
+    head.group_error = "grouped " + std::string(op_kind_name(head.first.kind)) + " \"" + name + "\": " + d;
+  for (uint32_t index : g.members) completed_.push_back(index);
+  groups_.erase(it);
+}
+
 void MessageTable::take_ready(FusionPlanner* planner) {
-  for (uint32_t index : completed_) {
+  for (size_t k = 0; k < completed_.size();) {
+    const uint32_t index = completed_[k];
+    if (slots_.value(index).group_run > 0) {
+      k += take_group(k, planner);
+      continue;
+    }
     build(slots_.name(index), slots_.value(index), &scratch_);
     planner->add(scratch_);
     slots_.release(index);
+    ++k;
   }
   completed_.clear();
   ready_bytes_ = 0;
+}
+
+// All members of a group in one run, in member order; if any member cannot run (or the ranks
+// disagree on the group), every member fails with the message naming the member at fault.
+size_t MessageTable::take_group(size_t k, FusionPlanner* planner) {
+  Slot& head = slots_.value(completed_[k]);
+  const size_t n = head.group_run;
+  std::string error = head.group_error;
+  std::vector<Response> members(n);
+  for (size_t i = 0; i < n; ++i) {
+    Slot& slot = slots_.value(completed_[k + i]);
+    const std::string& name = slots_.name(completed_[k + i]);
+    if (slot.count < size_) {
+      if (error.empty())
+        error = "grouped " + std::string(op_kind_name(slot.first.kind)) + " \"" + slot.first.group + "\": member \"" +
+                name + "\" was not submitted by every rank";
+      members[i].names = {name};
+      continue;
+    }
+    build(name, slot, &members[i]);
+    if (error.empty() && members[i].type == Response::Type::kError)
+      error = "grouped " + std::string(op_kind_name(slot.first.kind)) + " \"" + slot.first.group +
+              "\" failed: member \"" + name + "\": " + members[i].error;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!error.empty()) {
+      members[i].type = Response::Type::kError;
+      members[i].sizes.clear();
+      members[i].error = error;
+    }
+    planner->add(std::move(members[i]));
+    slots_.release(completed_[k + i]);
+  }
+  return n;
 }
 
 std::vector<Response> MessageTable::take_ready() {
@@ -168,6 +293,21 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
         r.type = Response::Type::kAllgather;
         r.sizes = slot.first_dims;
         return;
+      case OpKind::kReducescatter:
+        if (first.shape.empty()) break;  // the descriptive path explains
+        r.type = Response::Type::kReducescatter;
+        r.sizes[0] = num_elements(first.shape);
+        return;
+      case OpKind::kAlltoall:
+        if (!slot.splits_error.empty()) {
+          r.type = Response::Type::kError;
+          r.sizes.clear();
+          r.error = "alltoall \"" + name + "\": " + slot.splits_error;
+          return;
+        }
+        r.type = Response::Type::kAlltoall;
+        r.sizes = slot.matrix;
+        return;
     }
   }
   // Disagreement (or a bad root): rebuild every rank's request to describe it.
@@ -204,6 +344,8 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
   d = check("dtype", [](const Request& q) { return std::string(dtype_name(q.dtype)); });
   if (!d.empty()) return fail_prefixed(d);
   d = check("device", [](const Request& q) { return q.device.is_cpu() ? std::string("cpu") : std::string("gpu"); });
+  if (d.empty()) d = check("group", [](const Request& q) { return q.group.empty() ? "(none)" : "\"" + q.group + "\""; });
+  if (d.empty()) d = check("group size", [](const Request& q) { return std::to_string(q.group_size); });
   if (!d.empty()) return fail_prefixed(d);
 
   switch (first.kind) {
@@ -238,6 +380,25 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
       for (const Request& q : reqs) r.sizes.push_back(q.shape[0]);
       return r;
     }
+    case OpKind::kReducescatter:
+      d = check("reduce op", [](const Request& q) { return std::string(reduce_op_name(q.reduce_op)); });
+      if (d.empty()) d = check("shape", [](const Request& q) { return shape_string(q.shape); });
+      if (d.empty()) d = check("prescale", [](const Request& q) { return number(q.prescale); });
+      if (d.empty()) d = check("postscale", [](const Request& q) { return number(q.postscale); });
+      if (!d.empty()) return fail_prefixed(d);
+      if (first.shape.empty()) return fail_prefixed("\"" + name + "\": needs at least one dimension to scatter along");
+      r.type = Response::Type::kReducescatter;
+      r.sizes = {num_elements(first.shape)};
+      return r;
+    case OpKind::kAlltoall:
+      d = check("rank (number of dimensions)", [](const Request& q) { return std::to_string(q.shape.size()); });
+      if (d.empty())
+        d = check("shape beyond the first dimension", [](const Request& q) {
+          return shape_string(Shape(q.shape.begin() + (q.shape.empty() ? 0 : 1), q.shape.end()));
+        });
+      if (!d.empty()) return fail_prefixed(d);
+      if (first.shape.empty()) return fail_prefixed("\"" + name + "\": needs at least one dimension to split along");
+      return fail_prefixed("\"" + name + "\": the ranks' requests differ in a way kolo cannot describe (internal)");
   }
   return fail("\"" + name + "\": unknown collective");
 }

@@ -63,8 +63,12 @@ class MessageTable {
     Request first;
     std::vector<bool> have;  // index = rank
     std::vector<std::pair<int, Request>> odd;
-    std::vector<int64_t> first_dims;  // allgather: shape[0] by rank
+    std::vector<int64_t> first_dims;  // allgather, alltoall: shape[0] by rank
+    std::vector<int64_t> matrix;      // alltoall: rows src -> dst, size x size
+    std::string splits_error;         // alltoall: the ranks whose splits are unusable
     int count = 0;
+    size_t group_run = 0;             // grouped: on the first member released, the run's length
+    std::string group_error;          // grouped: on the first member, why the whole group fails
     std::string poison;  // non-empty: the collective fails with this message
     Clock::time_point first_seen;
   };
@@ -73,8 +77,23 @@ class MessageTable {
   // The error for ranks that disagree: `reqs` holds every rank's request.
   Response describe(const std::string& name, const std::vector<Request>& reqs, Response r) const;
 
+  // Grouped collectives: the members rank 0 has seen of one group, held back until every
+  // rank has submitted all of its members (core/negotiation.cc, docs/collectives.md).
+  struct Group {
+    std::vector<int32_t> size_by_rank;  // -1: nothing from that rank yet
+    std::vector<int32_t> seen_by_rank;  // members received from each rank
+    std::vector<uint32_t> members;      // slot indices, first-seen order
+  };
+  void note_group_member(const Request& q, int rank, uint32_t index, bool fresh_slot);
+  void release_group_if_ready(const std::string& group);
+  // Records rank's alltoall splits in the slot (or why they are unusable).
+  void note_splits(const Request& q, int rank, Slot& slot) const;
+  // Takes the run of group members starting at completed_[k] into the planner.
+  size_t take_group(size_t k, FusionPlanner* planner);
+
   int size_;
   SlotTable<Slot> slots_;
+  std::unordered_map<std::string, Group> groups_;
   std::vector<uint32_t> completed_;  // slots complete since the last take_ready
   size_t ready_bytes_ = 0;           // allreduce bytes of completed_
   Response scratch_;                 // reused by take_ready

@@ -7,7 +7,7 @@ namespace {
 bool same_signature(const Request& a, const Request& b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.shape == b.shape &&
          a.root == b.root && a.prescale == b.prescale && a.postscale == b.postscale &&
-         a.device.kind == b.device.kind;
+         a.device.kind == b.device.kind && a.group == b.group && a.group_size == b.group_size;
 }
 
 }  // namespace

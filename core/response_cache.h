@@ -7,7 +7,7 @@
 // which is the same everywhere — so ids agree without any message. A rank whose new request
 // matches its cached signature sends only the id; rank 0 rebuilds the request from its own
 // copy. Anything else (a new name, a changed shape) travels in full.
-// Allgather is never cached: its first dimension differs per rank.
+// Allgather and alltoall are never cached: their first dimension and splits differ per rank.
 //
 // Why ids and not Horovod's per-cycle bit vector: kolo's ranks do not negotiate in lockstep
 // cycles (docs/runtime.md), so a collective bitwise AND each cycle would bring the lockstep
@@ -42,7 +42,7 @@ class ResponseCache {
   void remember(const Request& q);
 
   static bool cacheable(const Request& q) {
-    return q.kind != OpKind::kAllgather;
+    return q.kind != OpKind::kAllgather && q.kind != OpKind::kAlltoall;
   }
 
  private:

@@ -5,10 +5,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <map>
 #include <thread>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "core/backend.h"
 #include "core/coordinator.h"
@@ -138,7 +141,8 @@ Status validate(const TensorView& t, const std::string& name, const char* what) 
 Status validate_header(const Request& q, const std::string& name, int size) {
   auto where = [&] { return std::string(op_kind_name(q.kind)) + " \"" + name + "\": "; };
   auto finite = [](double v) { return v - v == 0.0; };  // false for NaN and ±inf
-  if (q.kind == OpKind::kAllreduce && (!finite(q.prescale) || !finite(q.postscale)))
+  if ((q.kind == OpKind::kAllreduce || q.kind == OpKind::kReducescatter) &&
+      (!finite(q.prescale) || !finite(q.postscale)))
     return Status::invalid_argument(where() + "scale factors must be finite (prescale " + std::to_string(q.prescale) +
                                     ", postscale " + std::to_string(q.postscale) + ")");
   if (q.kind == OpKind::kBroadcast && (q.root < 0 || q.root >= size))
@@ -147,15 +151,20 @@ Status validate_header(const Request& q, const std::string& name, int size) {
   return Status::ok();
 }
 
+// Everything about one submission this rank can judge alone; `rt` is set when it passes.
+Status check_submission(const TensorView& t, const std::string& name, const Request& req, Runtime** rt) {
+  KOLO_RETURN_IF_ERROR(validate(t, name, op_kind_name(req.kind).data()));
+  *rt = g_runtime.get();
+  if (!*rt) return Status::invalid_argument("kolo is not initialised: call kolo::init() first");
+  return validate_header(req, name, (*rt)->topo.size);
+}
+
 // `req` is the request's header (kind, reduce op, root, scales); the queue fills in the rest.
 Handle submit(const TensorView& t, const std::string& name, Request req) {
   auto state = std::make_shared<detail::HandleState>(name, req.kind);
   Handle h(state);
-  Status s = validate(t, name, op_kind_name(req.kind).data());
-  Runtime* rt = g_runtime.get();
-  if (s.is_ok() && !rt) s = Status::invalid_argument("kolo is not initialised: call kolo::init() first");
-  if (s.is_ok()) s = validate_header(req, name, rt->topo.size);
-  if (!s.is_ok()) {
+  Runtime* rt = nullptr;
+  if (Status s = check_submission(t, name, req, &rt); !s.is_ok()) {
     state->complete(s);
     return h;
   }
@@ -163,6 +172,65 @@ Handle submit(const TensorView& t, const std::string& name, Request req) {
   // The queue copies name, dtype, shape and device into its reused slot (no allocation).
   rt->queue.push(t, name, req, std::move(state));
   return h;
+}
+
+// A group: every member is checked before any is queued, so a bad member fails the group on
+// this rank without sending anything (as a bad single tensor does).
+Handle submit_group(const std::vector<TensorView>& ts, const std::string& name, Request req) {
+  std::vector<std::shared_ptr<detail::HandleState>> members;
+  auto group = detail::make_group_state(name, req.kind, ts.size(), &members);
+  Handle h(group);
+  if (ts.empty()) return h;
+  Runtime* rt = nullptr;
+  Status s = name.empty() ? Status::invalid_argument("grouped " + std::string(op_kind_name(req.kind)) +
+                                                     ": the group name is empty")
+                          : Status::ok();
+  for (size_t i = 0; i < ts.size() && s.is_ok(); ++i) s = check_submission(ts[i], members[i]->name, req, &rt);
+  if (!s.is_ok()) {
+    for (auto& m : members) m->complete(s);
+    return h;
+  }
+  req.rank = rt->topo.rank;
+  req.group = name;
+  req.group_size = static_cast<int32_t>(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const std::string member_name = members[i]->name;
+    rt->queue.push(ts[i], member_name, req, std::move(members[i]));
+  }
+  return h;
+}
+
+// Out-of-place forms: `output` must be able to hold `input`; the copy happens here.
+Status copy_for_out_of_place(const TensorView& input, const TensorView& output, const std::string& name,
+                             const char* what) {
+  auto where = [&] { return std::string(what) + " \"" + name + "\": "; };
+  KOLO_RETURN_IF_ERROR(validate(input, name, what));
+  KOLO_RETURN_IF_ERROR(validate(output, name, what));
+  if (!input.device.is_cpu() || !output.device.is_cpu())
+    return Status::invalid_argument(where() + "the out-of-place form takes CPU tensors only (input on " +
+                                    device_name(input.device) + ", output on " + device_name(output.device) +
+                                    "); use the in-place form on GPU tensors");
+  if (input.dtype != output.dtype || input.num_elements() != output.num_elements())
+    return Status::invalid_argument(where() + "output " + std::string(dtype_name(output.dtype)) +
+                                    shape_string(output.shape) + " cannot hold input " +
+                                    std::string(dtype_name(input.dtype)) + shape_string(input.shape));
+  if (input.data != output.data && input.num_bytes() > 0) std::memmove(output.data, input.data, input.num_bytes());
+  return Status::ok();
+}
+
+Handle failed(const std::string& name, OpKind kind, Status s) {
+  auto state = std::make_shared<detail::HandleState>(name, kind);
+  state->complete(std::move(s));
+  return Handle(state);
+}
+
+Request reduce_request(OpKind kind, const AllreduceOptions& o) {
+  Request q;
+  q.kind = kind;
+  q.reduce_op = o.op;
+  q.prescale = o.prescale;
+  q.postscale = o.postscale;
+  return q;
 }
 
 }  // namespace
@@ -229,12 +297,7 @@ RuntimeStats runtime_stats() {
 }
 
 Handle allreduce_async(const TensorView& tensor, const std::string& name, const AllreduceOptions& o) {
-  Request q;
-  q.kind = OpKind::kAllreduce;
-  q.reduce_op = o.op;
-  q.prescale = o.prescale;
-  q.postscale = o.postscale;
-  return submit(tensor, name, std::move(q));
+  return submit(tensor, name, reduce_request(OpKind::kAllreduce, o));
 }
 
 Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op, double prescale,
@@ -266,6 +329,147 @@ Handle allgather_async(const TensorView& input, const std::string& name) {
 Tensor allgather(const TensorView& input, const std::string& name) {
   Handle h = allgather_async(input, name);
   return h.gathered();
+}
+
+Handle allreduce_async(const TensorView& input, const TensorView& output, const std::string& name,
+                       const AllreduceOptions& options) {
+  if (Status s = copy_for_out_of_place(input, output, name, "allreduce"); !s.is_ok())
+    return failed(name, OpKind::kAllreduce, s);
+  return allreduce_async(output, name, options);
+}
+
+void allreduce(const TensorView& input, const TensorView& output, const std::string& name,
+               const AllreduceOptions& options) {
+  synchronize(allreduce_async(input, output, name, options));
+}
+
+Handle broadcast_async(const TensorView& input, const TensorView& output, int root, const std::string& name) {
+  if (Status s = copy_for_out_of_place(input, output, name, "broadcast"); !s.is_ok())
+    return failed(name, OpKind::kBroadcast, s);
+  return broadcast_async(output, root, name);
+}
+
+void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name) {
+  synchronize(broadcast_async(input, output, root, name));
+}
+
+Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name) {
+  Request q;
+  q.kind = OpKind::kAlltoall;
+  q.splits = splits;
+  // An empty list would read as the even split: refused here (the peers are not told).
+  if (splits.empty())
+    return failed(name, OpKind::kAlltoall,
+                  Status::invalid_argument("alltoall \"" + name +
+                                           "\": splits is empty; pass one split per rank, or call the even-split "
+                                           "form (no splits argument)"));
+  return submit(input, name, std::move(q));
+}
+
+Handle alltoall_async(const TensorView& input, const std::string& name) {
+  Request q;
+  q.kind = OpKind::kAlltoall;
+  return submit(input, name, std::move(q));
+}
+
+Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
+                std::vector<int64_t>* received_splits) {
+  Handle h = alltoall_async(input, splits, name);
+  Tensor out = h.output();
+  if (received_splits) *received_splits = h.received_splits();
+  return out;
+}
+
+Tensor alltoall(const TensorView& input, const std::string& name) { return alltoall_async(input, name).output(); }
+
+Handle reducescatter_async(const TensorView& input, const std::string& name, const AllreduceOptions& o) {
+  return submit(input, name, reduce_request(OpKind::kReducescatter, o));
+}
+
+Tensor reducescatter(const TensorView& input, const std::string& name, const AllreduceOptions& o) {
+  return reducescatter_async(input, name, o).output();
+}
+
+int64_t reducescatter_rows(int64_t dim0, int size, int rank, int64_t* first_row) {
+  const int64_t base = dim0 / size, extra = dim0 % size;
+  if (first_row) *first_row = base * rank + std::min<int64_t>(rank, extra);
+  return base + (rank < extra ? 1 : 0);
+}
+
+Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const std::string& name,
+                               const AllreduceOptions& o) {
+  return submit_group(tensors, name, reduce_request(OpKind::kAllreduce, o));
+}
+
+void grouped_allreduce(const std::vector<TensorView>& tensors, const std::string& name, const AllreduceOptions& o) {
+  synchronize(grouped_allreduce_async(tensors, name, o));
+}
+
+Handle grouped_allgather_async(const std::vector<TensorView>& inputs, const std::string& name) {
+  Request q;
+  q.kind = OpKind::kAllgather;
+  return submit_group(inputs, name, std::move(q));
+}
+
+std::vector<Tensor> grouped_allgather(const std::vector<TensorView>& inputs, const std::string& name) {
+  return grouped_allgather_async(inputs, name).outputs();
+}
+
+Handle grouped_reducescatter_async(const std::vector<TensorView>& inputs, const std::string& name,
+                                   const AllreduceOptions& o) {
+  return submit_group(inputs, name, reduce_request(OpKind::kReducescatter, o));
+}
+
+std::vector<Tensor> grouped_reducescatter(const std::vector<TensorView>& inputs, const std::string& name,
+                                          const AllreduceOptions& o) {
+  return grouped_reducescatter_async(inputs, name, o).outputs();
+}
+
+std::string auto_name(OpKind kind, const std::source_location& site) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, std::string, uint32_t, uint32_t>, uint64_t> counts;
+  const char* file = site.file_name();
+  if (const char* slash = std::strrchr(file, '/')) file = slash + 1;
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    n = counts[{static_cast<int>(kind), std::string(site.file_name()), site.line(), site.column()}]++;
+  }
+  return "kolo.auto." + std::string(op_kind_name(kind)) + "." + file + ":" + std::to_string(site.line()) + ":" +
+         std::to_string(site.column()) + "." + std::to_string(n);
+}
+
+Handle allreduce_async(const TensorView& tensor, const AllreduceOptions& options, CallSite site) {
+  return allreduce_async(tensor, auto_name(OpKind::kAllreduce, site), options);
+}
+void allreduce(const TensorView& tensor, const AllreduceOptions& options, CallSite site) {
+  allreduce(tensor, auto_name(OpKind::kAllreduce, site), options);
+}
+Handle broadcast_async(const TensorView& tensor, int root, CallSite site) {
+  return broadcast_async(tensor, root, auto_name(OpKind::kBroadcast, site));
+}
+void broadcast(const TensorView& tensor, int root, CallSite site) {
+  broadcast(tensor, root, auto_name(OpKind::kBroadcast, site));
+}
+Handle allgather_async(const TensorView& input, CallSite site) {
+  return allgather_async(input, auto_name(OpKind::kAllgather, site));
+}
+Tensor allgather(const TensorView& input, CallSite site) { return allgather(input, auto_name(OpKind::kAllgather, site)); }
+Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits, CallSite site) {
+  return alltoall_async(input, splits, auto_name(OpKind::kAlltoall, site));
+}
+Handle alltoall_async(const TensorView& input, CallSite site) {
+  return alltoall_async(input, auto_name(OpKind::kAlltoall, site));
+}
+Handle reducescatter_async(const TensorView& input, const AllreduceOptions& options, CallSite site) {
+  return reducescatter_async(input, auto_name(OpKind::kReducescatter, site), options);
+}
+Tensor reducescatter(const TensorView& input, const AllreduceOptions& options, CallSite site) {
+  return reducescatter(input, auto_name(OpKind::kReducescatter, site), options);
+}
+Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const AllreduceOptions& options,
+                               CallSite site) {
+  return grouped_allreduce_async(tensors, auto_name(OpKind::kAllreduce, site), options);
 }
 
 void barrier(const std::string& name) {

@@ -75,23 +75,26 @@ bool TensorQueue::has_requests() {
   return num_requests_ > 0;
 }
 
-Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out) {
+Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out,
+                                 bool skip_missing) {
   std::lock_guard<std::mutex> lock(mu_);
   taking_.clear();
   for (const std::string& n : names) {
     const int64_t i = entries_.find(n);
     if (i < 0 || !entries_.value(static_cast<uint32_t>(i)).handle) {  // absent, or taken already
+      if (skip_missing) continue;
       out->clear();
       return Status::internal("rank 0 scheduled \"" + n + "\", which this rank has not submitted");
     }
     taking_.push_back(static_cast<uint32_t>(i));
   }
   // Resize keeping element buffers: shrink into spare_, grow from it.
-  while (out->size() > names.size()) {
+  const size_t count = taking_.size();
+  while (out->size() > count) {
     spare_.push_back(std::move(out->back()));
     out->pop_back();
   }
-  while (out->size() < names.size()) {
+  while (out->size() < count) {
     if (spare_.empty()) {
       out->emplace_back();
     } else {

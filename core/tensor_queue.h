@@ -57,8 +57,10 @@ class TensorQueue {
   size_t take_requests(std::vector<Request>* out);
   // Moves the entries for `names` into *out (resized to names.size(); out's element buffers
   // are reused, not freed). The names stay reserved until release(). A name that is not
-  // pending (never pushed, or already taken) is an error and takes nothing.
-  Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out);
+  // pending (never pushed, or already taken) is an error and takes nothing — unless
+  // `skip_missing`, when such names are left out of *out.
+  Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out,
+                      bool skip_missing = false);
   // Frees the names of `entries` (taken by take_entries) for their next submission. Call it
   // before completing their handles, so that a thread woken by its handle may resubmit.
   void release(const std::vector<TensorEntry>& entries);

@@ -54,6 +54,8 @@ std::string_view op_kind_name(OpKind k) {
     case OpKind::kAllreduce: return "allreduce";
     case OpKind::kBroadcast: return "broadcast";
     case OpKind::kAllgather: return "allgather";
+    case OpKind::kAlltoall: return "alltoall";
+    case OpKind::kReducescatter: return "reducescatter";
   }
   return "unknown-collective";
 }

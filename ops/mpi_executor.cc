@@ -15,6 +15,7 @@ constexpr size_t kMaxBytesPerCall = size_t{1} << 30;
 
 MpiExecutor::MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes) : comm_(data_comm), chunk_bytes_(chunk_bytes) {
   MPI_Comm_size(comm_, &size_);
+  MPI_Comm_rank(comm_, &rank_);
 }
 
 Status MpiExecutor::execute(const Response& r, std::vector<TensorEntry>& entries) {
@@ -22,6 +23,8 @@ Status MpiExecutor::execute(const Response& r, std::vector<TensorEntry>& entries
     case Response::Type::kAllreduce: return allreduce(r, entries);
     case Response::Type::kBroadcast: return broadcast(r, entries);
     case Response::Type::kAllgather: return allgather(r, entries);
+    case Response::Type::kAlltoall: return alltoall(r, entries);
+    case Response::Type::kReducescatter: return reducescatter(r, entries);
     case Response::Type::kError: break;
   }
   return Status::internal("MPI executor given an error response");
@@ -120,6 +123,68 @@ Status MpiExecutor::allgather(const Response& r, std::vector<TensorEntry>& entri
                         "MPI_Allgatherv");
   MPI_Type_free(&row);
   return s;
+}
+
+Status MpiExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entries) {
+  TensorEntry& e = entries.at(0);
+  std::vector<int64_t> send_rows, recv_rows;
+  const size_t row_bytes = prepare_alltoall_output(r, rank_, size_, e, &send_rows, &recv_rows);
+  if (row_bytes == 0) return Status::ok();
+  std::vector<int> sc(static_cast<size_t>(size_)), sd(sc.size()), rc(sc.size()), rd(sc.size());
+  int64_t s_at = 0, r_at = 0;
+  for (size_t j = 0; j < sc.size(); ++j) {
+    if (s_at + send_rows[j] > INT_MAX || r_at + recv_rows[j] > INT_MAX || row_bytes > static_cast<size_t>(INT_MAX))
+      return Status::invalid_argument("alltoall \"" + r.names[0] + "\": too large for one MPI_Alltoallv");
+    sc[j] = static_cast<int>(send_rows[j]);
+    sd[j] = static_cast<int>(s_at);
+    rc[j] = static_cast<int>(recv_rows[j]);
+    rd[j] = static_cast<int>(r_at);
+    s_at += send_rows[j];
+    r_at += recv_rows[j];
+  }
+  MPI_Datatype row;
+  MPI_Type_contiguous(static_cast<int>(row_bytes), MPI_BYTE, &row);
+  MPI_Type_commit(&row);
+  phase(entries, "MPI_ALLTOALLV");
+  Status s = mpi_status(MPI_Alltoallv(e.view.data, sc.data(), sd.data(), row, e.handle->gathered.bytes.data(),
+                                      rc.data(), rd.data(), row, comm_),
+                        "MPI_Alltoallv");
+  phase(entries, "");
+  MPI_Type_free(&row);
+  return s;
+}
+
+// One MPI_Reduce_scatter per tensor (the grouped form's members arrive as separate responses).
+Status MpiExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& entries) {
+  const size_t esize = dtype_size(r.dtype);
+  for (TensorEntry& e : entries) {
+    int64_t first_row = 0, rows = 0;
+    const size_t row_elems = prepare_reducescatter_output(r, rank_, size_, e, &first_row, &rows);
+    const size_t total = static_cast<size_t>(e.view.num_elements());
+    if (total == 0) continue;
+    std::vector<int> counts(static_cast<size_t>(size_));
+    for (int j = 0; j < size_; ++j) {
+      const int64_t n = reducescatter_rows(e.view.shape[0], size_, j) * static_cast<int64_t>(row_elems);
+      if (n > INT_MAX)
+        return Status::invalid_argument("reducescatter \"" + e.request.name + "\": too large for one MPI_Reduce_scatter");
+      counts[static_cast<size_t>(j)] = static_cast<int>(n);
+    }
+    const void* in = e.view.data;
+    if (r.prescale != 1.0) {
+      if (scaled_.size() < total * esize) scaled_.resize(total * esize);
+      scale_copy(scaled_.data(), in, total, r.dtype, r.prescale);
+      in = scaled_.data();
+    }
+    void* out = e.handle->gathered.bytes.data();
+    phase(entries, "MPI_REDUCE_SCATTER");
+    Status s = mpi_status(MPI_Reduce_scatter(in, out, counts.data(), mpi_dtype(r.dtype),
+                                             mpi_reduce_op(r.dtype, r.reduce_op), comm_),
+                          "MPI_Reduce_scatter");
+    phase(entries, "");
+    KOLO_RETURN_IF_ERROR(s);
+    apply_postscale(out, static_cast<size_t>(rows) * row_elems, r.dtype, r.reduce_op, size_, r.postscale);
+  }
+  return Status::ok();
 }
 
 }  // namespace kolo::ops

@@ -33,9 +33,13 @@ class MpiExecutor final : public Executor {
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
+  Status alltoall(const Response& r, std::vector<TensorEntry>& entries);
+  Status reducescatter(const Response& r, std::vector<TensorEntry>& entries);
 
   MPI_Comm comm_;
   int size_ = 1;
+  int rank_ = 0;
+  std::vector<std::byte> scaled_;  // reducescatter's prescaled input
   size_t chunk_bytes_;
   std::vector<std::byte> fusion_;
 };

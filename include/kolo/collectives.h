@@ -1,6 +1,8 @@
-// kolo/collectives.h — the collectives training code submits.
+// kolo/collectives.h — the collectives training code submits: allreduce, broadcast,
+// allgather, alltoall, reducescatter, their grouped forms and barrier.
 //
-// Every call names its tensor. Names identify one collective in flight and must be the
+// Every call names its tensor, or lets kolo name it (the forms without a name argument:
+// see "Automatic names" below). Names identify one collective in flight and must be the
 // same on every rank. Submitting a name again before its handle on this rank completed is
 // refused at once on this rank (the new handle fails with an invalid-argument error; the
 // peers are not told); the collective already in flight under that name is unaffected on
@@ -14,9 +16,20 @@
 // Memory: the view's memory must stay valid and untouched until the Handle completes;
 // kolo never takes ownership of it.
 // Thread safety: any thread may submit, concurrently with others.
+//
+// Automatic names: a call without a name is named after its call site and how many times
+// this process has called that site for that collective:
+//   "kolo.auto.<collective>.<file>:<line>:<column>.<n>"   (n = 0, 1, 2, ... per site)
+// Ranks that run the same program through the same call sites the same number of times get
+// the same names, whatever the order their threads reach different sites in. A rank that
+// calls a site more or fewer times than its peers desynchronises the names: the extra call
+// stalls (kolo's stall warning names it). Name tensors yourself where ranks differ.
 #pragma once
 
+#include <cstdint>
+#include <source_location>
 #include <string>
+#include <vector>
 
 #include "kolo/handle.h"
 #include "kolo/tensor.h"
@@ -47,7 +60,87 @@ void broadcast(const TensorView& tensor, int root, const std::string& name);
 Handle allgather_async(const TensorView& input, const std::string& name);
 Tensor allgather(const TensorView& input, const std::string& name);
 
+// Out of place: on completion `output` holds the reduction of every rank's `input`, which
+// is left unchanged. `output` must have input's dtype, element count and device; CPU only
+// (GPU tensors: use the in-place form). The input is copied into `output` on the calling
+// thread before the collective is queued; both must stay valid until the handle completes.
+Handle allreduce_async(const TensorView& input, const TensorView& output, const std::string& name,
+                       const AllreduceOptions& options = {});
+void allreduce(const TensorView& input, const TensorView& output, const std::string& name,
+               const AllreduceOptions& options = {});
+// Out of place: `output` gets root's `input` on every rank (root's own output included).
+Handle broadcast_async(const TensorView& input, const TensorView& output, int root, const std::string& name);
+void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name);
+
+// Alltoall: this rank sends rows [s_0 + ... + s_{j-1}, ... + s_j) of `input`'s first
+// dimension to rank j, where s = `splits` (one entry per rank, each >= 0, adding up to
+// input.shape[0]; zeros allowed, and every rank may split differently). The result is the
+// rows received from ranks 0, 1, ... laid end to end (its first dimension is their sum; the
+// other dimensions are input's, which must agree across ranks); Handle::received_splits()
+// says how many rows came from each rank. Splits that do not add up, a wrong number of them,
+// or disagreeing dtypes/shapes fail the collective on every rank with a message naming the
+// ranks and values. The forms without `splits` split evenly: input.shape[0] / size rows to
+// every rank (shape[0] must be a multiple of size, on every rank).
+// The result is owned by the handle (Handle::output()) or returned by the blocking form.
+Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name);
+Handle alltoall_async(const TensorView& input, const std::string& name);
+Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
+                std::vector<int64_t>* received_splits = nullptr);
+Tensor alltoall(const TensorView& input, const std::string& name);
+
+// Reducescatter: reduces `input` (the same shape on every rank, at least one dimension) over
+// all ranks with options.op / prescale / postscale as allreduce does (kAverage by default, as
+// Horovod), and leaves rank r the rows reducescatter_rows(shape[0], size, r) of the result.
+// Uneven first dimensions follow Horovod: the first shape[0] % size ranks get one row more.
+// The result (shape [rows, input.shape[1:]...]) is owned by the handle (Handle::output()) or
+// returned by the blocking form; `input` is not modified.
+Handle reducescatter_async(const TensorView& input, const std::string& name, const AllreduceOptions& options = {});
+Tensor reducescatter(const TensorView& input, const std::string& name, const AllreduceOptions& options = {});
+// The rows of a first dimension of `dim0` that rank `rank` of `size` receives, and (when
+// `first_row` is given) the index of the first of them.
+int64_t reducescatter_rows(int64_t dim0, int size, int rank, int64_t* first_row = nullptr);
+
+// Grouped collectives: the tensors are negotiated and executed as one unit — none runs on
+// any rank before all of them are ready on every rank (allreduces of a group are fused
+// together as far as the fusion threshold allows). Member i is named "<name>[i]". If any
+// member cannot run (dtype/shape/op mismatch, or ranks passing groups of different sizes)
+// every member fails on every rank, with the message naming the member at fault. One handle
+// for the group: it completes when every member has; outputs()[i] is member i's result.
+Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const std::string& name,
+                               const AllreduceOptions& options = {});
+void grouped_allreduce(const std::vector<TensorView>& tensors, const std::string& name,
+                       const AllreduceOptions& options = {});
+Handle grouped_allgather_async(const std::vector<TensorView>& inputs, const std::string& name);
+std::vector<Tensor> grouped_allgather(const std::vector<TensorView>& inputs, const std::string& name);
+Handle grouped_reducescatter_async(const std::vector<TensorView>& inputs, const std::string& name,
+                                   const AllreduceOptions& options = {});
+std::vector<Tensor> grouped_reducescatter(const std::vector<TensorView>& inputs, const std::string& name,
+                                          const AllreduceOptions& options = {});
+
 // Blocks until every rank has called barrier (negotiated like any collective).
 void barrier(const std::string& name = "kolo.barrier");
+
+// The automatic name for a call of `kind` at `site` (see "Automatic names"); counts the call.
+std::string auto_name(OpKind kind, const std::source_location& site);
+
+// The forms without a name: named by auto_name at the caller's site.
+using CallSite = std::source_location;
+Handle allreduce_async(const TensorView& tensor, const AllreduceOptions& options = {},
+                       CallSite site = CallSite::current());
+void allreduce(const TensorView& tensor, const AllreduceOptions& options = {}, CallSite site = CallSite::current());
+Handle broadcast_async(const TensorView& tensor, int root, CallSite site = CallSite::current());
+void broadcast(const TensorView& tensor, int root, CallSite site = CallSite::current());
+Handle allgather_async(const TensorView& input, CallSite site = CallSite::current());
+Tensor allgather(const TensorView& input, CallSite site = CallSite::current());
+// Pass `splits` as a std::vector<int64_t> (a braced list would also read as a name).
+Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits,
+                      CallSite site = CallSite::current());
+Handle alltoall_async(const TensorView& input, CallSite site = CallSite::current());
+Handle reducescatter_async(const TensorView& input, const AllreduceOptions& options = {},
+                           CallSite site = CallSite::current());
+Tensor reducescatter(const TensorView& input, const AllreduceOptions& options = {},
+                     CallSite site = CallSite::current());
+Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const AllreduceOptions& options = {},
+                               CallSite site = CallSite::current());
 
 }  // namespace kolo

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "kolo/status.h"
 #include "kolo/tensor.h"
@@ -39,6 +40,13 @@ class [[nodiscard]] Handle {
   // Allgather only: the gathered tensor (blocks until done; throws on failure, and throws
   // kolo::Error at once on the handle of any other collective).
   const Tensor& gathered() const;
+  // Allgather, alltoall, reducescatter: this rank's result, owned by the handle (blocks until
+  // done; throws on failure, and at once on the handle of any other collective or a group).
+  const Tensor& output() const;
+  // Alltoall only: the rows received from each rank, in rank order (blocks; throws likewise).
+  const std::vector<int64_t>& received_splits() const;
+  // Grouped allgather / reducescatter only: member i's result at [i] (blocks; throws likewise).
+  const std::vector<Tensor>& outputs() const;
 
  private:
   std::shared_ptr<detail::HandleState> state_;

@@ -35,8 +35,10 @@ enum class ReduceOp : uint8_t { kSum = 0, kAverage = 1, kMin = 2, kMax = 3, kPro
 inline constexpr int kNumReduceOps = 5;
 std::string_view reduce_op_name(ReduceOp op);
 
-// Which collective a request asks for.
-enum class OpKind : uint8_t { kAllreduce = 0, kBroadcast = 1, kAllgather = 2 };
+// Which collective a request asks for. The numeric values travel in negotiation messages:
+// append only.
+enum class OpKind : uint8_t { kAllreduce = 0, kBroadcast = 1, kAllgather = 2, kAlltoall = 3, kReducescatter = 4 };
+inline constexpr int kNumOpKinds = 5;
 std::string_view op_kind_name(OpKind k);
 
 // Where a tensor's memory lives. `id` is the GPU ordinal for kGpu, ignored for kCpu.

@@ -124,6 +124,14 @@ Status ShmExecutor::execute(const Response& r, std::vector<TensorEntry>& entries
       phase(entries, "SHM_ALLGATHER");
       s = allgather(r, entries);
       break;
+    case Response::Type::kAlltoall:
+      phase(entries, "SHM_ALLTOALL");
+      s = alltoall(r, entries);
+      break;
+    case Response::Type::kReducescatter:
+      phase(entries, "SHM_REDUCESCATTER");
+      s = reducescatter(r, entries);
+      break;
     case Response::Type::kError: break;
   }
   phase(entries, "");
@@ -179,6 +187,31 @@ Status ShmExecutor::allgather(const Response& r, std::vector<TensorEntry>& entri
   out.shape[0] = rows;
   out.bytes.resize(static_cast<size_t>(rows) * row_bytes);
   return group_->allgatherv(e.view.data, out.bytes.data(), bytes);
+}
+
+// Single host only (accepts()): local ranks are world ranks.
+Status ShmExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entries) {
+  TensorEntry& e = entries.at(0);
+  const int n = group_->local_size();
+  std::vector<int64_t> send_rows, recv_rows;
+  const size_t row_bytes = prepare_alltoall_output(r, group_->local_rank(), n, e, &send_rows, &recv_rows);
+  std::vector<size_t> bytes(r.sizes.size());
+  for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<size_t>(r.sizes[k]) * row_bytes;
+  return group_->alltoallv(e.view.data, e.handle->gathered.bytes.data(), bytes);
+}
+
+Status ShmExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& entries) {
+  const int n = group_->local_size();
+  std::vector<size_t> lo(static_cast<size_t>(n) + 1, 0);
+  for (TensorEntry& e : entries) {
+    int64_t first_row = 0, rows = 0;
+    const size_t row_elems = prepare_reducescatter_output(r, group_->local_rank(), n, e, &first_row, &rows);
+    for (int j = 0; j < n; ++j)
+      lo[j + 1] = lo[j] + static_cast<size_t>(reducescatter_rows(e.view.shape[0], n, j)) * row_elems;
+    KOLO_RETURN_IF_ERROR(group_->reduce_scatter(e.view.data, e.handle->gathered.bytes.data(), lo, r.dtype,
+                                                r.reduce_op, r.prescale, r.postscale));
+  }
+  return Status::ok();
 }
 
 }  // namespace kolo::shm

@@ -1,9 +1,9 @@
 // ops/shm/shm_executor.h — ShmExecutor: kolo's Executor for CPU collectives through the
 // shared-memory engine (ShmGroup), in front of the MPI executor.
 //
-// One host (every rank of the job shares it): allreduce, broadcast and allgather all run
-// through shared memory. Several hosts: allreduce runs hierarchically (shared memory within
-// the host, MPI between one leader per host); broadcast and allgather are declined and fall
+// One host (every rank of the job shares it): allreduce, broadcast, allgather, alltoall and
+// reducescatter all run through shared memory. Several hosts: allreduce runs hierarchically
+// (shared memory within the host, MPI between one leader per host); the others are declined and fall
 // through to the MPI executor. The choice depends only on the topology and the response,
 // which every rank shares, so every rank picks the same executor.
 //
@@ -76,6 +76,8 @@ class ShmExecutor final : public Executor {
   Status allreduce(const Response& r, std::vector<TensorEntry>& entries);
   Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
+  Status alltoall(const Response& r, std::vector<TensorEntry>& entries);
+  Status reducescatter(const Response& r, std::vector<TensorEntry>& entries);
   bool zero_copy(DType dtype) const;  // pieces_ go down the zero-copy path
 
   std::unique_ptr<ShmGroup> group_;

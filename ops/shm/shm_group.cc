@@ -18,6 +18,8 @@ enum class Kind : uint8_t {
   kAllgatherv = 3,
   kReduceToLeader = 4,
   kAllreduceInArena = 5,
+  kAlltoallv = 6,
+  kReduceScatter = 7,
 };
 
 uint64_t pack(Kind k, uint32_t root) { return static_cast<uint64_t>(k) | (uint64_t{root} << 32); }
@@ -43,6 +45,12 @@ std::string describe(const CallDesc& d) {
              std::to_string(root);
     case Kind::kAllgatherv:
       return "allgatherv (per-rank sizes hash " + std::to_string(d.size) + ")";
+    case Kind::kAlltoallv:
+      return "alltoallv (size matrix hash " + std::to_string(d.size) + ")";
+    case Kind::kReduceScatter:
+      return "reduce_scatter of " + std::string(dtype_name(static_cast<DType>((d.what >> 8) & 0xff))) + " (" +
+             std::string(reduce_op_name(static_cast<ReduceOp>((d.what >> 16) & 0xff))) + "), parts hash " +
+             std::to_string(d.size);
     case Kind::kAllreduce:
     case Kind::kReduceToLeader:
     case Kind::kAllreduceInArena: {
@@ -72,6 +80,16 @@ CallDesc detail::describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout
   return {pack(Kind::kAllreduceInArena, 0) | (uint64_t{static_cast<uint8_t>(dtype)} << 8) |
               (uint64_t{static_cast<uint8_t>(op)} << 16),
           layout};
+}
+
+CallDesc detail::describe_alltoallv(const std::vector<size_t>& matrix) {
+  return {pack(Kind::kAlltoallv, 0), hash_sizes(matrix)};
+}
+
+CallDesc detail::describe_reduce_scatter(DType dtype, ReduceOp op, const std::vector<size_t>& parts) {
+  return {pack(Kind::kReduceScatter, 0) | (uint64_t{static_cast<uint8_t>(dtype)} << 8) |
+              (uint64_t{static_cast<uint8_t>(op)} << 16),
+          hash_sizes(parts)};
 }
 
 ShmGroup::ShmGroup(const Options& options) : opts_(options) {}

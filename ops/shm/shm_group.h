@@ -18,6 +18,12 @@
 //     and every rank reduces all of them, in the same order. One barrier, no syscall.
 //   * broadcast: the root writes a half at a time while the others read the previous one.
 //   * allgatherv: every rank publishes a slot's worth of its input per step.
+//   * alltoallv: each slot is cut into local_size sub-slots, one per destination; per step
+//     every rank publishes the next piece of what it sends to each rank, and every rank
+//     copies its pieces out of the others' slots (its own block is copied directly).
+//   * reduce_scatter: the same sub-slots carry the pieces of each destination's part;
+//     every rank reduces its part from all ranks (rank 0's values first, as allreduce does).
+//     One step per sub-slot of the largest part.
 // Every rank gets bitwise the same result: one reduction order for all (shm_kernels.h).
 //
 // Failure. Every call returns a Status. A peer that does not arrive within
@@ -61,6 +67,8 @@ namespace detail {
 // allreduce_in_arena (`layout`: a hash of the pieces' offsets and counts).
 CallDesc describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count);
 CallDesc describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout);
+CallDesc describe_alltoallv(const std::vector<size_t>& matrix);
+CallDesc describe_reduce_scatter(DType dtype, ReduceOp op, const std::vector<size_t>& parts);
 }  // namespace detail
 
 class ShmGroup {
@@ -120,6 +128,18 @@ class ShmGroup {
   // out = the inputs of local ranks 0..n-1 laid end to end; rank j contributes
   // bytes_per_rank[j] bytes. `in` may be out + (sum of the sizes before this rank).
   Status allgatherv(const void* in, void* out, const std::vector<size_t>& bytes_per_rank);
+
+  // Alltoall: `bytes` is the local_size x local_size matrix of byte counts, bytes[s * n + d]
+  // sent by local rank s to local rank d (the same on every rank). `in` holds this rank's
+  // blocks for ranks 0, 1, ... end to end; `out` receives the blocks from ranks 0, 1, ...
+  // end to end. in and out must not overlap.
+  Status alltoallv(const void* in, void* out, const std::vector<size_t>& bytes);
+
+  // Reduce-scatter: every rank passes `count` elements; local rank d receives elements
+  // [part_lo[d], part_lo[d + 1]) (part_lo has local_size + 1 entries, from 0 to count) of the
+  // reduction (op, prescale, postscale, kAverage dividing by local_size) in `out`.
+  Status reduce_scatter(const void* in, void* out, const std::vector<size_t>& part_lo, DType dtype,
+                        ReduceOp op, double prescale = 1.0, double postscale = 1.0);
 
   // The combination (op, no postscale; kAverage combines like kSum) of every rank's prescaled
   // buffer lands in local rank 0's buffer; the other ranks' buffers are left unchanged.

@@ -13,7 +13,7 @@ namespace {
 Request random_request(std::mt19937& rng, int i) {
   Request q;
   q.rank = static_cast<int32_t>(rng() % 64);
-  q.kind = static_cast<OpKind>(rng() % 3);
+  q.kind = static_cast<OpKind>(rng() % kNumOpKinds);
   q.reduce_op = static_cast<ReduceOp>(rng() % kNumReduceOps);
   q.dtype = static_cast<DType>(rng() % kNumDTypes);
   q.device = (rng() % 2) ? Device::cpu() : Device::gpu(static_cast<int>(rng() % 8));
@@ -22,6 +22,12 @@ Request random_request(std::mt19937& rng, int i) {
   q.postscale = 1.0 / (1 + rng() % 7);
   for (unsigned d = 0; d < rng() % 5; ++d) q.shape.push_back(static_cast<int64_t>(rng() % 1000));
   q.name = "layer." + std::to_string(i) + (rng() % 2 ? ".weight" : ".bias");
+  if (q.kind == OpKind::kAlltoall)
+    for (unsigned d = 0; d < rng() % 6; ++d) q.splits.push_back(static_cast<int64_t>(rng() % 100));
+  if (rng() % 3 == 0) {
+    q.group = "group." + std::to_string(rng() % 10);
+    q.group_size = static_cast<int32_t>(1 + rng() % 200);
+  }
   return q;
 }
 
@@ -63,7 +69,18 @@ TEST_CASE("response lists survive encode/decode unchanged", "[codec]") {
   g.names = {"rows"};
   g.sizes = {3, 0, 5};
   g.device = Device::gpu(2);
-  list.responses = {a, e, g};
+  Response t;
+  t.type = Response::Type::kAlltoall;
+  t.names = {"tokens"};
+  t.sizes = {0, 2, 3, 1};  // 2 ranks: rows src -> dst
+  t.dtype = DType::kInt64;
+  Response rs;
+  rs.type = Response::Type::kReducescatter;
+  rs.names = {"g[0]", "g[1]"};
+  rs.sizes = {7, 12};
+  rs.reduce_op = ReduceOp::kProduct;
+  rs.postscale = 0.125;
+  list.responses = {a, e, g, t, rs};
   list.has_params = true;
   list.fusion_threshold_bytes = 8u << 20;
   list.cycle_time_ms = 0.25;

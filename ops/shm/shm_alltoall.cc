@@ -1,0 +1,120 @@
+// ShmGroup::alltoallv and ShmGroup::reduce_scatter (ops/shm/shm_group.h).
+//
+// Both cut each rank's slot into local_size sub-slots, one per destination rank. Per step,
+// rank r writes into sub-slot d the next piece of what rank d gets from it (alltoall: the
+// block r sends to d; reduce-scatter: r's values of d's part, prescaled), and after every
+// rank arrived, rank d reads sub-slot d of every slot (alltoall: copies the pieces out;
+// reduce-scatter: reduces them, rank 0's values first, straight into its output). A rank's
+// own block or part is read from its input directly, never through the slots.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu_reduce.h"
+#include "ops/shm/shm_group.h"
+#include "ops/shm/shm_kernels.h"
+
+namespace kolo::shm {
+
+Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>& m) {
+  KOLO_RETURN_IF_ERROR(usable());
+  const int n = opts_.local_size;
+  const int r = opts_.local_rank;
+  const auto N = static_cast<size_t>(n);
+  if (m.size() != N * N) {
+    return Status::invalid_argument("shared memory: alltoallv got " + std::to_string(m.size()) +
+                                    " sizes for " + std::to_string(n) + " local ranks (expected " +
+                                    std::to_string(N * N) + ")");
+  }
+  std::vector<size_t> sd(N + 1, 0), rd(N + 1, 0);
+  for (size_t j = 0; j < N; ++j) {
+    sd[j + 1] = sd[j] + m[static_cast<size_t>(r) * N + j];
+    rd[j + 1] = rd[j] + m[j * N + static_cast<size_t>(r)];
+  }
+  if ((in == nullptr && sd[N] > 0) || (out == nullptr && rd[N] > 0))
+    return Status::invalid_argument("shared memory: alltoallv of a null buffer");
+  const auto* i = static_cast<const char*>(in);
+  auto* o = static_cast<char*>(out);
+  copy_bytes(o + rd[r], i + sd[r], m[static_cast<size_t>(r) * N + static_cast<size_t>(r)]);
+  if (n == 1) return Status::ok();
+  const size_t sub = slot_bytes_ / N / 64 * 64;
+  size_t most = 0;
+  for (size_t s = 0; s < N; ++s)
+    for (size_t d = 0; d < N; ++d)
+      if (s != d) most = std::max(most, m[s * N + d]);
+  const size_t rounds = std::max<size_t>(1, (most + sub - 1) / sub);
+  const CallDesc desc = detail::describe_alltoallv(m);
+  for (size_t k = 0; k < rounds; ++k) {
+    const uint64_t e = sync_.next_step();
+    const size_t from = k * sub;
+    KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
+    char* mine = slot(e, r);
+    for (int d = 0; d < n; ++d) {
+      const size_t bytes = m[static_cast<size_t>(r) * N + static_cast<size_t>(d)];
+      if (d == r || bytes <= from) continue;
+      copy_bytes(mine + static_cast<size_t>(d) * sub, i + sd[d] + from, std::min(sub, bytes - from));
+    }
+    KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
+    KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, k == 0)));
+    for (int s = 0; s < n; ++s) {
+      const size_t bytes = m[static_cast<size_t>(s) * N + static_cast<size_t>(r)];
+      if (s == r || bytes <= from) continue;
+      copy_bytes(o + rd[s] + from, slot(e, s) + static_cast<size_t>(r) * sub, std::min(sub, bytes - from));
+    }
+  }
+  return Status::ok();
+}
+
+Status ShmGroup::reduce_scatter(const void* in, void* out, const std::vector<size_t>& lo, DType dtype,
+                                ReduceOp op, double prescale, double postscale) {
+  KOLO_RETURN_IF_ERROR(usable());
+  const int n = opts_.local_size;
+  const int r = opts_.local_rank;
+  const auto N = static_cast<size_t>(n);
+  if (lo.size() != N + 1 || lo[0] != 0 || !std::is_sorted(lo.begin(), lo.end())) {
+    return Status::invalid_argument("shared memory: reduce_scatter needs " + std::to_string(n + 1) +
+                                    " ascending part bounds from 0");
+  }
+  if (!std::isfinite(prescale) || !std::isfinite(postscale))
+    return Status::invalid_argument("shared memory: reduce_scatter scale factors must be finite");
+  const size_t esize = dtype_size(dtype);
+  const size_t count = lo[N];
+  const size_t my_n = lo[r + 1] - lo[r];
+  if ((in == nullptr && count > 0) || (out == nullptr && my_n > 0))
+    return Status::invalid_argument("shared memory: reduce_scatter of a null buffer");
+  const auto* i = static_cast<const char*>(in);
+  auto* o = static_cast<char*>(out);
+  if (n == 1) {
+    scale_copy(o, i, count, dtype, prescale);
+    ops::apply_postscale(o, count, dtype, op, 1, postscale);
+    return Status::ok();
+  }
+  const size_t sub_bytes = slot_bytes_ / N / 64 * 64;
+  const size_t sub = sub_bytes / esize;
+  size_t most = 0;
+  for (size_t d = 0; d < N; ++d) most = std::max(most, lo[d + 1] - lo[d]);
+  const size_t rounds = std::max<size_t>(1, (most + sub - 1) / sub);
+  const bool scaled = prescale != 1.0;
+  const CallDesc desc = detail::describe_reduce_scatter(dtype, op, lo);
+  const PostScale post{true, n, postscale};
+  for (size_t k = 0; k < rounds; ++k) {
+    const uint64_t e = sync_.next_step();
+    const size_t from = k * sub;
+    KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
+    char* mine = slot(e, r);
+    for (int d = 0; d < n; ++d) {
+      const size_t len = lo[d + 1] - lo[d];
+      if ((d == r && !scaled) || len <= from) continue;
+      scale_copy(mine + static_cast<size_t>(d) * sub_bytes, i + (lo[d] + from) * esize, std::min(sub, len - from),
+                 dtype, prescale);
+    }
+    KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
+    KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, k == 0)));
+    if (my_n <= from) continue;
+    for (int j = 0; j < n; ++j) srcs_[j] = slot(e, j) + static_cast<size_t>(r) * sub_bytes;
+    if (!scaled) srcs_[r] = i + (lo[r] + from) * esize;
+    reduce_sources(o + from * esize, srcs_.data(), n, std::min(sub, my_n - from), dtype, op, nullptr, post);
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo::shm
