@@ -17,6 +17,8 @@
 
 namespace kolo {
 
+class Liveness;
+
 struct Topology {
   int rank = 0, size = 1;
   int local_rank = 0, local_size = 1;
@@ -38,6 +40,14 @@ class ControlChannel {
   virtual Status poll_from_root(std::vector<uint8_t>* message, bool* got) = 0;
   // Advances queued sends; returns how many are still in flight.
   virtual Status progress(size_t* in_flight) = 0;
+  // Liveness messages (core/liveness.h), fire and forget: a heartbeat (empty `notice`) or
+  // a dead-peer notice (its text; the caller keeps `notice` alive until the process ends).
+  // poll_heartbeat returns one that has arrived, if any (*got=false otherwise).
+  virtual Status send_heartbeat(int /*peer*/, const std::string& /*notice*/) { return Status::ok(); }
+  virtual Status poll_heartbeat(int* /*source*/, std::string* /*notice*/, bool* got) {
+    *got = false;
+    return Status::ok();
+  }
 };
 
 class Backend {
@@ -52,11 +62,15 @@ class Backend {
   // burn a core its own training thread needs while a peer finishes its backward pass —
   // the blocking collectives that follow then start with every rank present.
   virtual Status rendezvous() { return Status::ok(); }
+  // The dead-peer check every wait consults (core/liveness.h); null where there is none.
+  virtual Liveness* liveness() { return nullptr; }
   // Which executor runs each collective on CPU (and GPU) tensors, for KOLO_VERBOSE's report:
   // space-separated key=value words, e.g. "allreduce=shm+mpi(hierarchical) broadcast=mpi".
   virtual std::string describe_executors() const { return ""; }
   // Releases the transport (MPI_Finalize if kolo initialised MPI). Called once, from the
-  // thread that called init(), after the coordinator has stopped.
+  // thread that called init(), after the coordinator has stopped. After a peer was found
+  // dead it releases nothing of MPI (MPI_Finalize and MPI_Comm_free may wait for the dead
+  // peer) and leaves MPI as it is.
   virtual void finalize() = 0;
 };
 

@@ -28,7 +28,7 @@ const std::set<std::string>& known_names() {
       "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY",
       "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES",
       "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
-      "KOLO_NETWORK_INTERFACE"};
+      "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS"};
   return names;
 }
 
@@ -95,6 +95,12 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   KOLO_RETURN_IF_ERROR(seconds("KOLO_CYCLE_TIME", &c.cycle_time_ms, "milliseconds", true));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_CHECK_TIME_SECONDS", &c.stall_check_seconds, "seconds", false));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_SHUTDOWN_TIME_SECONDS", &c.stall_shutdown_seconds, "seconds", false));
+  if (auto v = lookup("KOLO_PEER_TIMEOUT_SECONDS")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d < 0.1 || d > 86400)
+      return bad_value("KOLO_PEER_TIMEOUT_SECONDS", *v, "a number of seconds from 0.1 to 86400, such as 5");
+    c.peer_timeout_seconds = d;
+  }
   if (auto v = lookup("KOLO_CPU_OPERATIONS")) {
     if (*v == "auto") c.cpu_operations = CpuOperations::kAuto;
     else if (*v == "mpi") c.cpu_operations = CpuOperations::kMpi;

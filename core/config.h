@@ -45,6 +45,9 @@ struct Config {
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS
   // ... and after this long the job stops with that report (0 = never).
   double stall_shutdown_seconds = 0.0;   // KOLO_STALL_SHUTDOWN_TIME_SECONDS
+  // A rank on another host from which nothing was heard for this long is dead; ranks on
+  // this host are judged by their process instead (core/liveness.h).
+  double peer_timeout_seconds = 5.0;     // KOLO_PEER_TIMEOUT_SECONDS
   // Test hook: pretend every `n` consecutive ranks share a host (0 = real hosts).
   int ranks_per_host_override = 0;       // KOLO_TEST_RANKS_PER_HOST
   // Rank 0 writes a Chrome trace here (empty = off).

@@ -7,6 +7,7 @@
 
 #include "core/burst_hold.h"
 #include "core/fusion.h"
+#include "core/liveness.h"
 #include "core/logging.h"
 
 namespace kolo {
@@ -139,11 +140,18 @@ void Coordinator::loop() {
         execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
     Status s = topo_.rank == 0 ? root_cycle(&activity) : worker_cycle(&activity);
     if (!s.is_ok()) {
+      // A transport error may be a dead peer's doing: if so, say that instead.
+      if (Status d = peer_check(true, "the coordinator handled a transport error"); !d.is_ok()) s = d;
       KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
       stop(s);
       break;
     }
     if (!running_) break;
+    if (Status d = peer_check(false, topo_.rank == 0 ? "waiting for requests" : "waiting for rank 0's next list");
+        !d.is_ok()) {
+      stop(shutdown_instead(d));
+      break;
+    }
     const auto now = Clock::now();
     if (activity) {
       active_cycles_.fetch_add(1, std::memory_order_relaxed);
@@ -263,6 +271,26 @@ Status Coordinator::root_cycle(bool* activity) {
   }
   size_t in_flight = 0;
   return backend_.channel().progress(&in_flight);
+}
+
+Status Coordinator::peer_check(bool now, const char* during) {
+  Liveness* l = topo_.size > 1 ? backend_.liveness() : nullptr;
+  if (l == nullptr) return Status::ok();
+  return now ? l->check_now(during) : l->check(during);
+}
+
+Status Coordinator::shutdown_instead(const Status& dead) {
+  // A peer that shut down cleanly exits once it has rank 0's shutdown list, which reached
+  // this rank at the same time: if it is here, the job was shut down, nobody died.
+  if (topo_.rank == 0) return dead;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<uint8_t> bytes;
+    bool got = false;
+    if (!backend_.channel().poll_from_root(&bytes, &got).is_ok() || !got) break;
+    ResponseList list;
+    if (decode(bytes.data(), bytes.size(), &list).is_ok() && list.shutdown) return Status::aborted(list.shutdown_reason);
+  }
+  return dead;
 }
 
 Status Coordinator::worker_cycle(bool* activity) {
@@ -434,8 +462,11 @@ void Coordinator::execute_one(const Response& r, Status taken) {
       timeline_->begin(n, labels[static_cast<int>(r.type)]);
     }
   }
+  Liveness* live = topo_.size > 1 ? backend_.liveness() : nullptr;
   if (r.type == Response::Type::kError) {
     s = Status::mismatch(r.error);
+  } else if (live != nullptr && !live->dead().is_ok()) {
+    s = live->dead();  // the rest of a list after a peer died: nothing can complete
   } else {
     Executor* chosen = nullptr;
     for (Executor* e : backend_.executors()) {
@@ -451,6 +482,10 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     execution_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                             std::memory_order_relaxed);
     collectives_.fetch_add(1, std::memory_order_relaxed);
+    // A collective that failed because a peer died reports the dead peer, not the symptom
+    // (a broken shared-memory group, an MPI error).
+    if (!s.is_ok() && live != nullptr)
+      if (Status d = live->check_now("a collective failed"); !d.is_ok()) s = d;
   }
   tensors_.fetch_add(entries.size(), std::memory_order_relaxed);
   if (s.is_ok() && cache_.enabled())

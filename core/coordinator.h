@@ -8,6 +8,8 @@
 //
 // Shutdown: any rank's request_shutdown() makes rank 0 broadcast a shutdown list; every
 // rank then fails its pending collectives and stops. All waits on peers are bounded.
+// Dead peers: every wait consults the backend's Liveness (core/liveness.h); once a peer is
+// dead, the coordinator stops and every pending and later handle fails with that error.
 // Thread safety: start/request_shutdown/join from user threads; the loop runs on its own.
 #pragma once
 
@@ -59,6 +61,11 @@ class Coordinator {
   // (core/burst_hold.h). Never holds a shutdown or autotune list.
   bool hold_burst(bool shutdown);
   void stop(const Status& reason);
+  // The dead-peer check (core/liveness.h): `now` forces one; ok on a single rank.
+  Status peer_check(bool now, const char* during);
+  // `dead`, unless a shutdown list from rank 0 is waiting (then its reason): a peer that
+  // shut down cleanly and exited is not a dead one.
+  Status shutdown_instead(const Status& dead);
   Status add_request(const Request& q, int rank, std::chrono::steady_clock::time_point now);
   // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
   void tune_after(const ResponseList& list);

@@ -3,12 +3,16 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
 
+#include <unistd.h>
+
 #include "core/backend.h"
 #include "core/host_info.h"
+#include "core/liveness.h"
 #include "core/logging.h"
 #include "ops/mpi_channel.h"
 #include "ops/mpi_executor.h"
@@ -66,13 +70,14 @@ class MpiBackend final : public Backend {
     MPI_Comm_size(cross_, &topo_.cross_size);
     ops::create_half_ops();
     channel_ = std::make_unique<ops::MpiChannel>(control_);
+    KOLO_RETURN_IF_ERROR(create_liveness(config));
     // Every rank must cut reductions into the same pieces (their element counts meet in one
     // MPI call): rank 0's chunk size wins.
     unsigned long long chunk = config.cpu_chunk_bytes;
     KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Bcast(&chunk, 1, MPI_UNSIGNED_LONG_LONG, 0, data_), "MPI_Bcast(chunk)"));
     if (chunk != config.cpu_chunk_bytes)
       KOLO_LOG(LogLevel::kWarning, "KOLO_CPU_CHUNK_BYTES differs from rank 0's; using rank 0's " << chunk);
-    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk));
+    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk), liveness_.get());
 #ifdef KOLO_HAVE_CUDA
     // GPU executors take GPU tensors only; they come first so the MPI executor keeps CPU ones.
     ops::gpu::GpuExecutorSetup gpu{data_, local_, cross_, config.gpu_operations, config.hierarchical_allreduce};
@@ -93,6 +98,7 @@ class MpiBackend final : public Backend {
     so.peer_timeout = std::chrono::seconds(60);
     so.arena_bytes = config.shm_arena_bytes;  // kolo/memory.h
     so.arena_auto = config.shm_arena_auto;
+    so.liveness = liveness_.get();
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());
@@ -104,6 +110,35 @@ class MpiBackend final : public Backend {
     return Status::ok();
   }
 
+  // Every rank's pid, host name and host (the world rank of its host's first rank; under
+  // KOLO_TEST_RANKS_PER_HOST the pretend host), for the dead-peer check.
+  Status create_liveness(const Config& config) {
+    struct Id {
+      int pid, host;
+      char name[64];
+    } mine{};
+    mine.pid = static_cast<int>(getpid());
+    mine.host = topo_.rank;
+    MPI_Bcast(&mine.host, 1, MPI_INT, 0, local_);
+    std::snprintf(mine.name, sizeof(mine.name), "%s", host_name().c_str());
+    std::vector<Id> all(static_cast<size_t>(topo_.size));
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(
+        MPI_Allgather(&mine, sizeof(Id), MPI_BYTE, all.data(), sizeof(Id), MPI_BYTE, data_), "MPI_Allgather(ids)"));
+    std::vector<Liveness::Peer> peers(all.size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      all[r].name[sizeof(all[r].name) - 1] = '\0';
+      peers[r].pid = all[r].pid;
+      peers[r].host = all[r].host;
+      peers[r].host_name = all[r].name;
+    }
+    liveness_ = std::make_unique<Liveness>(
+        topo_.rank, std::move(peers),
+        std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_seconds * 1000.0)), channel_.get());
+    return Status::ok();
+  }
+
+  Liveness* liveness() override { return liveness_.get(); }
+
   Status rendezvous() override {
     if (topo_.size == 1) return Status::ok();
     MPI_Request req;
@@ -114,6 +149,7 @@ class MpiBackend final : public Backend {
       int done = 0;
       KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)"));
       if (done) return Status::ok();
+      KOLO_RETURN_IF_ERROR(liveness_->check("waiting for peers to start a scheduled collective"));
       const auto now = std::chrono::steady_clock::now();
       const auto waited = now - start;
       if (waited < std::chrono::microseconds(30)) continue;  // peers usually arrive within µs
@@ -157,10 +193,18 @@ class MpiBackend final : public Backend {
     gpu_executors_.clear();
     shm_executor_.reset();  // before the MPI executor the staged one borrows
     mpi_executor_.reset();
+    const bool peer_dead = liveness_ && !liveness_->dead().is_ok();
+    if (peer_dead) channel_->abandon();
     channel_.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
+    if (peer_dead) {
+      // MPI_Comm_free and MPI_Finalize may wait for the dead peer forever; the process ends
+      // without them (the launcher may say so).
+      KOLO_LOG(LogLevel::kWarning, "not finalizing MPI: " << liveness_->dead().message());
+      return;
+    }
     ops::free_half_ops();
     for (MPI_Comm* c : {&control_, &data_, &local_, &cross_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
@@ -173,6 +217,7 @@ class MpiBackend final : public Backend {
   bool finalized_ = false;
   MPI_Comm control_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
   std::unique_ptr<ops::MpiChannel> channel_;
+  std::unique_ptr<Liveness> liveness_;  // borrows channel_; outlives the executors
   std::unique_ptr<ops::MpiExecutor> mpi_executor_;
   std::unique_ptr<shm::ShmExecutor> shm_executor_;
   std::vector<std::unique_ptr<Executor>> gpu_executors_;  // empty unless KOLO_HAVE_CUDA

@@ -1,5 +1,6 @@
 #include "ops/mpi_channel.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "ops/mpi_util.h"
@@ -8,6 +9,8 @@ namespace kolo::ops {
 namespace {
 constexpr int kRequestTag = 101;
 constexpr int kResponseTag = 102;
+constexpr int kHeartbeatTag = 103;
+const char kHeartbeat = 0;  // what a heartbeat carries (only its arrival matters)
 }  // namespace
 
 MpiChannel::MpiChannel(MPI_Comm control_comm) : comm_(control_comm) {
@@ -78,6 +81,47 @@ Status MpiChannel::progress(size_t* in_flight) {
     sends_.pop_front();
   }
   *in_flight = sends_.size();
+  return Status::ok();
+}
+
+}  // namespace kolo::ops
+
+namespace kolo::ops {
+
+void MpiChannel::abandon() {
+  static auto* kept = new std::vector<std::shared_ptr<std::vector<uint8_t>>>();  // never freed, on purpose
+  for (auto& s : sends_) kept->push_back(std::move(s.bytes));
+  sends_.clear();
+}
+
+Status MpiChannel::send_heartbeat(int peer, const std::string& notice) {
+  // Fire and forget: the request is freed at once (MPI completes it in the background), so
+  // a heartbeat to a dead peer holds nothing up.
+  MPI_Request req;
+  const void* data = notice.empty() ? static_cast<const void*>(&kHeartbeat) : notice.data();
+  const int n = notice.empty() ? 1 : static_cast<int>(std::min<size_t>(notice.size(), INT_MAX));
+  KOLO_RETURN_IF_ERROR(mpi_status(MPI_Isend(data, n, MPI_BYTE, peer, kHeartbeatTag, comm_, &req),
+                                  "sending a heartbeat to rank " + std::to_string(peer)));
+  MPI_Request_free(&req);
+  return Status::ok();
+}
+
+Status MpiChannel::poll_heartbeat(int* source, std::string* notice, bool* got) {
+  int flag = 0;
+  MPI_Message msg;
+  MPI_Status st;
+  KOLO_RETURN_IF_ERROR(mpi_status(MPI_Improbe(MPI_ANY_SOURCE, kHeartbeatTag, comm_, &flag, &msg, &st),
+                                  "probing heartbeats"));
+  *got = flag != 0;
+  if (!flag) return Status::ok();
+  int count = 0;
+  MPI_Get_count(&st, MPI_BYTE, &count);
+  std::vector<char> bytes(static_cast<size_t>(std::max(count, 1)));
+  KOLO_RETURN_IF_ERROR(
+      mpi_status(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "receiving a heartbeat"));
+  *source = st.MPI_SOURCE;
+  if (count > 1) notice->assign(bytes.data(), static_cast<size_t>(count));
+  else notice->clear();
   return Status::ok();
 }
 

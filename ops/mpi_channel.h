@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/backend.h"
@@ -26,6 +27,11 @@ class MpiChannel final : public ControlChannel {
   Status poll_from_peers(int* source, std::vector<uint8_t>* message, bool* got) override;
   Status poll_from_root(std::vector<uint8_t>* message, bool* got) override;
   Status progress(size_t* in_flight) override;
+  Status send_heartbeat(int peer, const std::string& notice) override;
+  Status poll_heartbeat(int* source, std::string* notice, bool* got) override;
+  // Leaves queued sends to MPI instead of cancelling them (a peer is dead: MPI_Cancel may
+  // wait for it); their buffers are kept until the process exits, as MPI may still read them.
+  void abandon();
 
  private:
   Status send(std::shared_ptr<std::vector<uint8_t>> bytes, int dest, int tag);

@@ -13,7 +13,8 @@ namespace {
 constexpr size_t kMaxBytesPerCall = size_t{1} << 30;
 }  // namespace
 
-MpiExecutor::MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes) : comm_(data_comm), chunk_bytes_(chunk_bytes) {
+MpiExecutor::MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes, Liveness* liveness)
+    : comm_(data_comm), liveness_(liveness), chunk_bytes_(chunk_bytes) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
 }
@@ -41,8 +42,10 @@ Status MpiExecutor::allreduce_buffer(void* buf, size_t count, DType t, ReduceOp 
     const size_t n = std::min(chunk, count - off);
     void* p = base + off * esize;
     if (prescale != 1.0) scale_copy(p, p, n, t, prescale);
+    MPI_Request req;
     KOLO_RETURN_IF_ERROR(
-        mpi_status(MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), type, mop, comm_), "MPI_Allreduce"));
+        mpi_status(MPI_Iallreduce(MPI_IN_PLACE, p, static_cast<int>(n), type, mop, comm_, &req), "MPI_Iallreduce"));
+    KOLO_RETURN_IF_ERROR(wait_request(&req, "MPI_Iallreduce", liveness_));
     apply_postscale(p, n, t, op, size_, postscale);
   }
   return Status::ok();
@@ -92,7 +95,9 @@ Status MpiExecutor::broadcast(const Response& r, std::vector<TensorEntry>& entri
     const size_t bytes = e.view.num_bytes();
     for (size_t off = 0; off < bytes; off += kMaxBytesPerCall) {
       const int n = static_cast<int>(std::min(kMaxBytesPerCall, bytes - off));
-      KOLO_RETURN_IF_ERROR(mpi_status(MPI_Bcast(p + off, n, MPI_BYTE, r.root, comm_), "MPI_Bcast"));
+      MPI_Request req;
+      KOLO_RETURN_IF_ERROR(mpi_status(MPI_Ibcast(p + off, n, MPI_BYTE, r.root, comm_, &req), "MPI_Ibcast"));
+      KOLO_RETURN_IF_ERROR(wait_request(&req, "MPI_Ibcast", liveness_));
     }
   }
   return Status::ok();
@@ -118,9 +123,11 @@ Status MpiExecutor::allgather(const Response& r, std::vector<TensorEntry>& entri
   }
   int rank = 0;
   MPI_Comm_rank(comm_, &rank);
-  Status s = mpi_status(MPI_Allgatherv(e.view.data, counts[static_cast<size_t>(rank)], row, out.bytes.data(),
-                                       counts.data(), displs.data(), row, comm_),
-                        "MPI_Allgatherv");
+  MPI_Request req;
+  Status s = mpi_status(MPI_Iallgatherv(e.view.data, counts[static_cast<size_t>(rank)], row, out.bytes.data(),
+                                        counts.data(), displs.data(), row, comm_, &req),
+                        "MPI_Iallgatherv");
+  if (s.is_ok()) s = wait_request(&req, "MPI_Iallgatherv", liveness_);
   MPI_Type_free(&row);
   return s;
 }

@@ -4,7 +4,8 @@
 // packed into a fusion buffer (applying the prescale while copying), reduced, and unpacked.
 // Either way the reduction proceeds in pieces of KOLO_CPU_CHUNK_BYTES so each piece is
 // scaled while it is still in cache, and MPI's large-message slowdown on one host (buffers
-// that fall out of the L3 cache) is avoided.
+// that fall out of the L3 cache) is avoided. Every MPI call is nonblocking and polled
+// (ops::wait_request), so that no wait on a peer is unbounded.
 //
 // Thread safety: coordinator thread only. Owns its fusion buffer.
 #pragma once
@@ -14,12 +15,15 @@
 #include <vector>
 
 #include "core/executor.h"
+#include "core/liveness.h"
 
 namespace kolo::ops {
 
 class MpiExecutor final : public Executor {
  public:
-  MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes);
+  // `liveness` (borrowed, may be null): consulted while every MPI request is polled, so a
+  // dead peer fails the collective instead of hanging it (core/liveness.h).
+  MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes, Liveness* liveness = nullptr);
   const char* name() const override { return "mpi"; }
   bool accepts(const Response& r) const override { return r.device.is_cpu(); }
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
@@ -37,6 +41,7 @@ class MpiExecutor final : public Executor {
   Status reducescatter(const Response& r, std::vector<TensorEntry>& entries);
 
   MPI_Comm comm_;
+  Liveness* liveness_;
   int size_ = 1;
   int rank_ = 0;
   std::vector<std::byte> scaled_;  // reducescatter's prescaled input

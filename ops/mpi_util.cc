@@ -1,5 +1,9 @@
 #include "ops/mpi_util.h"
 
+#include <sched.h>
+
+#include <chrono>
+
 #include "ops/cpu_reduce.h"
 
 namespace kolo::ops {
@@ -32,6 +36,22 @@ Status mpi_status(int rc, const std::string& what) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   return Status::communication(what + ": MPI error: " + std::string(text, static_cast<size_t>(len)));
+}
+
+Status wait_request(MPI_Request* req, const char* what, Liveness* liveness) {
+  int done = 0;
+  for (int i = 0; i < 64; ++i) {  // the common case: done within microseconds
+    KOLO_RETURN_IF_ERROR(mpi_status(MPI_Test(req, &done, MPI_STATUS_IGNORE), what));
+    if (done) return Status::ok();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string during = std::string("waiting in ") + what;
+  for (;;) {
+    KOLO_RETURN_IF_ERROR(mpi_status(MPI_Test(req, &done, MPI_STATUS_IGNORE), what));
+    if (done) return Status::ok();
+    if (liveness != nullptr) KOLO_RETURN_IF_ERROR(liveness->check(during.c_str()));
+    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(100)) sched_yield();
+  }
 }
 
 void create_half_ops() {

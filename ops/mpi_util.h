@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "core/liveness.h"
 #include "kolo/status.h"
 #include "kolo/types.h"
 
@@ -15,6 +16,13 @@ namespace kolo::ops {
 
 // Status::ok() for MPI_SUCCESS, else a communication error naming `what` and MPI's text.
 Status mpi_status(int rc, const std::string& what);
+
+// Waits for `req` to complete, polling it (MPI_Test; after the first ~100 us it yields the
+// CPU between polls). Between polls it asks `liveness` (may be null) whether a peer died;
+// if one did it returns that error and leaves the request incomplete: a nonblocking
+// collective cannot be cancelled, so MPI may still hold the buffer (docs/runtime.md).
+// `what` names the call in the messages ("MPI_Iallreduce").
+Status wait_request(MPI_Request* req, const char* what, Liveness* liveness);
 
 // Creates / frees the user-defined MPI ops for 16-bit floats. Call after MPI_Init and
 // before MPI_Finalize respectively.

@@ -1,5 +1,6 @@
 #include "ops/gpu/nccl_executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/gpu/event_wait.h"
@@ -133,6 +134,8 @@ Status NcclExecutor::execute(const Response& r, std::vector<TensorEntry>& entrie
     case Response::Type::kAllreduce: s = allreduce(r, entries); break;
     case Response::Type::kBroadcast: s = broadcast(r, entries); break;
     case Response::Type::kAllgather: s = allgather(r, entries); break;
+    case Response::Type::kAlltoall: s = alltoall(r, entries); break;
+    case Response::Type::kReducescatter: s = reducescatter(r, entries); break;
     case Response::Type::kError: return Status::internal("NCCL executor given an error response");
   }
   if (s.is_ok()) s = finish();
@@ -248,6 +251,89 @@ Status NcclExecutor::allgather(const Response& r, std::vector<TensorEntry>& entr
   KOLO_CUDA_RETURN(cudaMemcpyAsync(gather_host_.data(), dst, out.bytes.size(), cudaMemcpyDeviceToHost, stream_));
   KOLO_RETURN_IF_ERROR(finish());
   std::memcpy(out.bytes.data(), gather_host_.data(), out.bytes.size());
+  return Status::ok();
+}
+
+Status NcclExecutor::to_host(Tensor& out) {
+  KOLO_RETURN_IF_ERROR(gather_host_.reserve(out.bytes.size()));
+  KOLO_CUDA_RETURN(cudaMemcpyAsync(gather_host_.data(), gather_.data(), out.bytes.size(), cudaMemcpyDeviceToHost, stream_));
+  KOLO_RETURN_IF_ERROR(finish());
+  std::memcpy(out.bytes.data(), gather_host_.data(), out.bytes.size());
+  return Status::ok();
+}
+
+// Alltoall as one NCCL group of sends and receives (NCCL has no alltoallv): block j of the
+// input to rank j, rank j's block into its place in device scratch; then to the host Tensor.
+Status NcclExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entries) {
+  TensorEntry& e = entries.at(0);
+  std::vector<int64_t> send_rows, recv_rows;
+  const size_t row_bytes = prepare_alltoall_output(r, rank_, size_, e, &send_rows, &recv_rows);
+  Tensor& out = e.handle->gathered;
+  if (row_bytes == 0) return Status::ok();
+  KOLO_RETURN_IF_ERROR(gather_.reserve(std::max<size_t>(1, out.bytes.size())));
+  const auto* src = static_cast<const std::byte*>(e.view.data);
+  auto* dst = static_cast<std::byte*>(gather_.data());
+  KOLO_NCCL_RETURN(ncclGroupStart());
+  size_t s_at = 0, r_at = 0;
+  for (int j = 0; j < size_; ++j) {
+    const size_t sb = static_cast<size_t>(send_rows[j]) * row_bytes, rb = static_cast<size_t>(recv_rows[j]) * row_bytes;
+    Status s;
+    if (sb > 0) s = KOLO_NCCL_STATUS(ncclSend(src + s_at, sb, ncclUint8, j, comm_, stream_));
+    if (s.is_ok() && rb > 0) s = KOLO_NCCL_STATUS(ncclRecv(dst + r_at, rb, ncclUint8, j, comm_, stream_));
+    if (!s.is_ok()) {
+      ncclGroupEnd();
+      return s;
+    }
+    s_at += sb;
+    r_at += rb;
+  }
+  KOLO_NCCL_RETURN(ncclGroupEnd());
+  if (out.bytes.empty()) return Status::ok();
+  return to_host(out);
+}
+
+// Reducescatter: ncclReduceScatter when every rank's part is the same size, else one NCCL
+// group of ncclReduce calls (rank j is the root of its own part: Horovod's uneven split).
+// The input stays untouched: a prescale works on a copy in device scratch.
+Status NcclExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& entries) {
+  const size_t esize = dtype_size(r.dtype);
+  for (TensorEntry& e : entries) {
+    int64_t first_row = 0, rows = 0;
+    const size_t row_elems = prepare_reducescatter_output(r, rank_, size_, e, &first_row, &rows);
+    Tensor& out = e.handle->gathered;
+    const size_t total = static_cast<size_t>(e.view.num_elements());
+    if (total == 0) continue;
+    const size_t mine = static_cast<size_t>(rows) * row_elems;
+    const std::byte* in = static_cast<const std::byte*>(e.view.data);
+    KOLO_RETURN_IF_ERROR(gather_.reserve(std::max<size_t>(1, mine * esize)));
+    if (r.prescale != 1.0) {
+      KOLO_RETURN_IF_ERROR(fusion_.reserve(total * esize));
+      KOLO_CUDA_RETURN(cudaMemcpyAsync(fusion_.data(), in, total * esize, cudaMemcpyDeviceToDevice, stream_));
+      KOLO_CUDA_RETURN(launch_scale(fusion_.data(), total, r.dtype, r.prescale, stream_));
+      in = static_cast<const std::byte*>(fusion_.data());
+    }
+    const int64_t dim0 = e.view.shape[0];
+    if (dim0 % size_ == 0) {
+      KOLO_NCCL_RETURN(ncclReduceScatter(in, gather_.data(), mine, nccl_dtype(r.dtype), nccl_op(r.reduce_op), comm_,
+                                         stream_));
+    } else {
+      KOLO_NCCL_RETURN(ncclGroupStart());
+      for (int j = 0; j < size_; ++j) {
+        int64_t lo = 0;
+        const size_t count = static_cast<size_t>(reducescatter_rows(dim0, size_, j, &lo)) * row_elems;
+        if (count == 0) continue;
+        Status s = KOLO_NCCL_STATUS(ncclReduce(in + static_cast<size_t>(lo) * row_elems * esize, gather_.data(), count,
+                                               nccl_dtype(r.dtype), nccl_op(r.reduce_op), j, comm_, stream_));
+        if (!s.is_ok()) {
+          ncclGroupEnd();
+          return s;
+        }
+      }
+      KOLO_NCCL_RETURN(ncclGroupEnd());
+    }
+    KOLO_CUDA_RETURN(launch_postscale(gather_.data(), mine, r.dtype, r.reduce_op, size_, r.postscale, stream_));
+    if (!out.bytes.empty()) KOLO_RETURN_IF_ERROR(to_host(out));
+  }
   return Status::ok();
 }
 

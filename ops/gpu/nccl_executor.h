@@ -84,6 +84,11 @@ class NcclExecutor final : public Executor {
   Status allreduce_fused(const Response& r, std::vector<TensorEntry>& entries);
   Status broadcast(const Response& r, std::vector<TensorEntry>& entries);
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
+  Status alltoall(const Response& r, std::vector<TensorEntry>& entries);
+  Status reducescatter(const Response& r, std::vector<TensorEntry>& entries);
+  // Copies `bytes` of device scratch gather_ into the handle's host Tensor (through pinned
+  // memory and the bounded wait, as allgather does).
+  Status to_host(Tensor& out);
   Status reduce_on_stream(void* buf, size_t count, DType t, ReduceOp op, double prescale, double postscale);
   // Copies `descs` to descs_dev_ (through pinned descs_host_), ordered on the stream.
   Status upload_descs(const std::vector<CopyDesc>& descs);

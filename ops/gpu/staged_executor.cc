@@ -61,6 +61,11 @@ Status StagedExecutor::execute(const Response& r, std::vector<TensorEntry>& entr
     case Response::Type::kAllreduce: return allreduce(r, entries);
     case Response::Type::kBroadcast:
     case Response::Type::kAllgather: return via_mpi(r, entries);
+    case Response::Type::kAlltoall:
+    case Response::Type::kReducescatter:
+      // Decided alike on every rank before any data moves: every rank fails the same way.
+      return Status::invalid_argument("\"" + r.names.at(0) + "\": alltoall and reducescatter of GPU tensors need "
+                                      "the NCCL executor (this build or job stages GPU tensors through MPI)");
     case Response::Type::kError: break;
   }
   return Status::internal("staged GPU executor given an error response");

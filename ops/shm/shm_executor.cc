@@ -94,7 +94,9 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
                                                                     << " bytes per rank reserved (committed as used)");
   }
   x->single_host_ = topo.local_size == topo.size;
-  x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size};
+  x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size, options.liveness};
+  if (Liveness* l = options.liveness)
+    x->group_->set_watch([l] { return l->check("waiting for a peer in a shared-memory collective"); });
   publish_arena(x->arena_.get(), why_none);
   *out = std::move(x);
   return Status::ok();

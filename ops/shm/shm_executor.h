@@ -53,6 +53,8 @@ class ShmExecutor final : public Executor {
     // create() carries on without one (info log), on every rank alike.
     bool arena_auto = false;
     size_t arena_chunk_bytes = ShmGroup::Options{}.arena_chunk_bytes;
+    // The runtime's dead-peer check (borrowed, may be null), consulted by every wait.
+    Liveness* liveness = nullptr;
   };
 
   // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of

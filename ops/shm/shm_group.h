@@ -153,6 +153,9 @@ class ShmGroup {
   // allreduce), so that peers waiting on it stop now instead of at their timeout.
   Status abort(Status why) { return record(std::move(why)); }
 
+  // Every wait for a peer also consults `watch` (PeerSync::set_watch): kolo's dead-peer check.
+  void set_watch(std::function<Status()> watch) { sync_.set_watch(std::move(watch)); }
+
   int local_rank() const { return opts_.local_rank; }
   int local_size() const { return opts_.local_size; }
   size_t slot_bytes() const { return slot_bytes_; }

@@ -34,6 +34,8 @@ ShmGroup::Agree mpi_agree(MPI_Comm local_comm) {
 
 namespace {
 
+constexpr size_t kLeaderChunkBytes = size_t{4} << 20;
+
 // The leader's step: allreduce among hosts, then the scales. MPI counts are ints, so huge
 // pieces go in parts.
 Status leaders_allreduce(const HierarchicalComms& comms, std::span<const Piece> pieces,
@@ -44,10 +46,14 @@ Status leaders_allreduce(const HierarchicalComms& comms, std::span<const Piece> 
   for (const Piece& p : pieces) {
     auto* base = static_cast<char*>(p.data);
     for (size_t done = 0; hosts > 1 && done < p.count;) {
-      const size_t n = std::min<size_t>(p.count - done, INT_MAX / 2);
-      const int rc = MPI_Allreduce(MPI_IN_PLACE, base + done * esize, static_cast<int>(n),
-                                   ops::mpi_dtype(dtype), ops::mpi_reduce_op(dtype, op), comms.cross_comm);
-      if (rc != MPI_SUCCESS) return mpi_failed("MPI_Allreduce (between hosts)", rc);
+      // In pieces of kLeaderChunkBytes: one poll of a nonblocking collective may do a whole
+      // piece's work, and the waits must keep answering heartbeats (core/liveness.h).
+      const size_t n = std::min<size_t>(p.count - done, std::max<size_t>(1, kLeaderChunkBytes / esize));
+      MPI_Request req;
+      const int rc = MPI_Iallreduce(MPI_IN_PLACE, base + done * esize, static_cast<int>(n), ops::mpi_dtype(dtype),
+                                    ops::mpi_reduce_op(dtype, op), comms.cross_comm, &req);
+      if (rc != MPI_SUCCESS) return mpi_failed("MPI_Iallreduce (between hosts)", rc);
+      KOLO_RETURN_IF_ERROR(ops::wait_request(&req, "MPI_Iallreduce between hosts", comms.liveness));
       done += n;
     }
     ops::apply_postscale(p.data, p.count, dtype, op, comms.global_size, postscale);

@@ -24,6 +24,7 @@ ShmGroup::Agree mpi_agree(MPI_Comm local_comm);
 struct HierarchicalComms {
   MPI_Comm cross_comm = MPI_COMM_NULL;  // local rank 0 of every host; MPI_COMM_NULL elsewhere
   int global_size = 1;                  // ranks in the whole job (kAverage divides by it)
+  Liveness* liveness = nullptr;         // consulted while the leaders' MPI requests are polled
 };
 
 // Allreduce of `pieces` over every rank of the job. Prescale applies to each rank's input;

@@ -1,6 +1,8 @@
 // The bounded step barrier of ops/shm/shm_sync.h.
 #include "ops/shm/shm_sync.h"
 
+#include "core/liveness.h"
+
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -25,6 +27,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kAbortWriting = 1;
 constexpr uint64_t kAbortReady = 2;
+constexpr uint64_t kAbortReadyVerbatim = 3;  // the message is the whole error (a dead peer)
 // How long a wait yields before it starts sleeping, how long it sleeps, and how often it
 // checks that the peer still exists.
 constexpr auto kYieldPhase = std::chrono::milliseconds(2);
@@ -42,25 +45,6 @@ int online_cpus() {
 size_t control_bytes(int local_size) {
   const size_t raw = sizeof(ControlHeader) + sizeof(RankLine) * static_cast<size_t>(local_size);
   return (raw + 4095) / 4096 * 4096;
-}
-
-bool process_alive(int pid) {
-  if (pid <= 0) return false;
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  // A killed process whose parent has not reaped it yet still answers kill(); its state in
-  // /proc says it is gone (Z = zombie, X = dead).
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return true;  // no /proc: trust kill()
-  char buf[512];
-  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  const char* close_paren = std::strrchr(buf, ')');  // the name may contain spaces or ')'
-  if (close_paren == nullptr || close_paren[1] == '\0') return true;
-  const char state = close_paren[2];
-  return state != 'Z' && state != 'X';
 }
 
 PeerSync::PeerSync(void* segment, int local_rank, int local_size,
@@ -139,6 +123,11 @@ Status PeerSync::wait_slow(int peer, uint64_t e) {
 Status PeerSync::peer_gone_or_late(int peer, uint64_t e, Clock::time_point start,
                                    Clock::time_point now) {
   if (lines_[peer].arrived.load(std::memory_order_acquire) >= e) return Status::ok();
+  if (watch_ != nullptr) {
+    // The job's view first: a dead rank anywhere (this host by pid, another by heartbeat).
+    Status s = watch_();
+    if (!s.is_ok()) return fail(std::move(s), true);
+  }
   const int pid = lines_[peer].pid.load(std::memory_order_relaxed);
   if (lines_[peer].left.load(std::memory_order_acquire) != 0) {
     return fail(Status::aborted("shared memory: local rank " + std::to_string(peer) +
@@ -168,16 +157,17 @@ void PeerSync::check_peers_visible() {
   }
 }
 
-Status PeerSync::fail(Status s) {
+Status PeerSync::fail(Status s, bool verbatim) {
   uint64_t expected = 0;
   const uint64_t mine = static_cast<uint64_t>(rank_ + 1);
   if (header_->abort_word.compare_exchange_strong(expected, mine | (kAbortWriting << 32),
                                                   std::memory_order_acq_rel)) {
-    const std::string text = s.to_string();
+    const std::string text = verbatim ? s.message() : s.to_string();
     const size_t n = std::min(text.size(), sizeof(header_->abort_message) - 1);
     std::memcpy(header_->abort_message, text.data(), n);
     header_->abort_message[n] = '\0';
-    header_->abort_word.store(mine | (kAbortReady << 32), std::memory_order_release);
+    header_->abort_word.store(mine | ((verbatim ? kAbortReadyVerbatim : kAbortReady) << 32),
+                              std::memory_order_release);
   }
   return s;
 }
@@ -188,10 +178,11 @@ Status PeerSync::published_failure() const {
   // The failing rank writes its message right after claiming the word; give it a moment (it
   // may be descheduled), so that every rank reports the cause, not just who stopped.
   const Clock::time_point give_up = Clock::now() + std::chrono::seconds(1);
-  while ((w >> 32) != kAbortReady && Clock::now() < give_up) {
+  while ((w >> 32) != kAbortReady && (w >> 32) != kAbortReadyVerbatim && Clock::now() < give_up) {
     sched_yield();
     w = header_->abort_word.load(std::memory_order_acquire);
   }
+  if ((w >> 32) == kAbortReadyVerbatim) return Status::aborted(header_->abort_message);
   const int who = static_cast<int>(w & 0xffffffffu) - 1;
   std::string why = "(no message)";
   if ((w >> 32) == kAbortReady) why = header_->abort_message;

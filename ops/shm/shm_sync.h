@@ -25,7 +25,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include "core/liveness.h"
 
 #include "kolo/status.h"
 
@@ -91,10 +94,18 @@ class PeerSync {
   // waiting for it fails at its next liveness check instead of at its timeout.
   void leave() { lines_[rank_].left.store(1, std::memory_order_release); }
 
-  // Publishes a failure for every rank of the group, and returns it (as `s`).
-  Status fail(Status s);
+  // Publishes a failure for every rank of the group, and returns it (as `s`). `verbatim`:
+  // the other ranks report s's message as it is (a dead peer, from the watch), instead of
+  // "local rank R stopped the group: ...".
+  Status fail(Status s, bool verbatim = false);
   // The failure some rank published, or ok.
   Status published_failure() const;
+
+  // Called at every liveness probe of a wait (every 10 ms) before this rank's own check of
+  // the peer it waits for; an error breaks the group with it. kolo passes the runtime's
+  // dead-peer check (core/liveness.h), so a rank on another host, or one this rank does not
+  // wait for directly, that died stops the collective too. Null: none.
+  void set_watch(std::function<Status()> watch) { watch_ = std::move(watch); }
 
   // How to print a descriptor in a mismatch message; set by ShmGroup.
   using Describer = std::string (*)(const CallDesc&);
@@ -118,9 +129,9 @@ class PeerSync {
   uint64_t step_ = 0;        // last step handed out
   uint64_t all_seen_ = 0;    // every rank is known to have arrived at this step
   Describer describe_ = nullptr;
+  std::function<Status()> watch_;
 };
 
-// True while process `pid` exists and is not a zombie.
-bool process_alive(int pid);
+using kolo::process_alive;  // core/liveness.h
 
 }  // namespace kolo::shm

@@ -13,6 +13,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <tuple>
+
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "python/src/binding.h"
 
 namespace py = pybind11;
 
@@ -29,27 +33,6 @@ namespace {
 PyObject* g_kolo_error = nullptr;
 
 [[noreturn]] void raise(const Status& s) { throw Error(s); }
-
-DType dtype_from_code(int code) {
-  if (code < 0 || code >= kNumDTypes)
-    raise(Status::invalid_argument("kolo: unknown dtype code " + std::to_string(code)));
-  return static_cast<DType>(code);
-}
-
-ReduceOp op_from_code(int code) {
-  if (code < 0 || code >= kNumReduceOps)
-    raise(Status::invalid_argument("kolo: unknown reduce op code " + std::to_string(code)));
-  return static_cast<ReduceOp>(code);
-}
-
-TensorView view(uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, int device) {
-  TensorView v;
-  v.data = reinterpret_cast<void*>(ptr);
-  v.dtype = dtype_from_code(dtype);
-  v.shape = shape;
-  v.device = device < 0 ? Device::cpu() : Device::gpu(device);
-  return v;
-}
 
 // A kolo::Handle as Python sees it.
 struct PyHandle {
@@ -67,18 +50,34 @@ struct PyHandle {
     py::gil_scoped_release nogil;
     return h.wait_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
   }
-  std::vector<int64_t> gathered_shape() const {
+  // Allgather, alltoall, reducescatter (member < 0) or member `member` of a grouped
+  // allgather / reducescatter: the result's shape, and a copy of it into `nbytes` bytes at
+  // `ptr` (exactly its size). Both block until done and raise if it failed.
+  std::vector<int64_t> output_shape(int member) const {
     py::gil_scoped_release nogil;
-    return h.gathered().shape;
+    return result(member).shape;
   }
-  // Copies the gathered tensor into `nbytes` bytes at `ptr` (exactly its size).
-  void copy_gathered(uintptr_t ptr, size_t nbytes) const {
+  void copy_output(int member, uintptr_t ptr, size_t nbytes) const {
     py::gil_scoped_release nogil;
-    const Tensor& t = h.gathered();
+    const Tensor& t = result(member);
     if (t.bytes.size() != nbytes)
-      raise(Status::invalid_argument("kolo: allgather output holds " + std::to_string(t.bytes.size()) +
+      raise(Status::invalid_argument("kolo: collective output holds " + std::to_string(t.bytes.size()) +
                                      " bytes, the destination " + std::to_string(nbytes)));
     if (nbytes) std::memcpy(reinterpret_cast<void*>(ptr), t.bytes.data(), nbytes);
+  }
+  std::vector<int64_t> received_splits() const {
+    py::gil_scoped_release nogil;
+    return h.received_splits();
+  }
+
+ private:
+  const Tensor& result(int member) const {
+    if (member < 0) return h.output();
+    const std::vector<Tensor>& all = h.outputs();
+    if (member >= static_cast<int>(all.size()))
+      raise(Status::invalid_argument("kolo: group member " + std::to_string(member) + " of " +
+                                     std::to_string(all.size())));
+    return all[static_cast<size_t>(member)];
   }
 };
 
@@ -139,9 +138,11 @@ PYBIND11_MODULE(_kolo, m) {
       .def("done", &PyHandle::done, "True once the collective completed (ok or failed); never blocks")
       .def("wait", &PyHandle::wait, "Blocks until done; raises KoloError if it failed")
       .def("wait_for", &PyHandle::wait_for, py::arg("seconds"), "Waits at most `seconds`; True when done")
-      .def("gathered_shape", &PyHandle::gathered_shape, "Allgather: the result's shape (blocks)")
-      .def("copy_gathered", &PyHandle::copy_gathered, py::arg("ptr"), py::arg("nbytes"),
-           "Allgather: copies the result to ptr (blocks)");
+      .def("output_shape", &PyHandle::output_shape, py::arg("member") = -1,
+           "Allgather/alltoall/reducescatter (or a grouped form's member): the result's shape (blocks)")
+      .def("copy_output", &PyHandle::copy_output, py::arg("member"), py::arg("ptr"), py::arg("nbytes"),
+           "Copies the result (member -1: the only one) to ptr (blocks)")
+      .def("received_splits", &PyHandle::received_splits, "Alltoall: rows received from each rank");
 
   m.def(
       "allreduce_async",
@@ -172,11 +173,67 @@ PYBIND11_MODULE(_kolo, m) {
       py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("name"), py::arg("device") = -1,
       "Allgather along the first dimension; the result stays in the handle");
   m.def(
+      "alltoall_async",
+      [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, std::optional<std::vector<int64_t>> splits,
+         const std::string& name, int device) {
+        TensorView v = view(ptr, dtype, shape, device);
+        return submit([&] { return splits ? kolo::alltoall_async(v, *splits, name) : kolo::alltoall_async(v, name); });
+      },
+      py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("splits"), py::arg("name"), py::arg("device") = -1,
+      "Alltoall of rows; splits None: even");
+  m.def(
+      "reducescatter_async",
+      [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, const std::string& name, int op,
+         double prescale, double postscale, int device) {
+        TensorView v = view(ptr, dtype, shape, device);
+        AllreduceOptions o{op_from_code(op), prescale, postscale};
+        return submit([&] { return kolo::reducescatter_async(v, name, o); });
+      },
+      py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("name"), py::arg("op"),
+      py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("device") = -1);
+  // Grouped forms: members as (ptr, dtype code, shape, device) tuples.
+  using Member = std::tuple<uintptr_t, int, std::vector<int64_t>, int>;
+  auto views = [](const std::vector<Member>& ms) {
+    std::vector<TensorView> vs;
+    for (const Member& x : ms) vs.push_back(view(std::get<0>(x), std::get<1>(x), std::get<2>(x), std::get<3>(x)));
+    return vs;
+  };
+  m.def(
+      "grouped_allreduce_async",
+      [views](const std::vector<Member>& ms, const std::string& name, int op, double prescale, double postscale) {
+        std::vector<TensorView> vs = views(ms);
+        AllreduceOptions o{op_from_code(op), prescale, postscale};
+        return submit([&] { return kolo::grouped_allreduce_async(vs, name, o); });
+      },
+      py::arg("members"), py::arg("name"), py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
+  m.def(
+      "grouped_allgather_async",
+      [views](const std::vector<Member>& ms, const std::string& name) {
+        std::vector<TensorView> vs = views(ms);
+        return submit([&] { return kolo::grouped_allgather_async(vs, name); });
+      },
+      py::arg("members"), py::arg("name"));
+  m.def(
+      "grouped_reducescatter_async",
+      [views](const std::vector<Member>& ms, const std::string& name, int op, double prescale, double postscale) {
+        std::vector<TensorView> vs = views(ms);
+        AllreduceOptions o{op_from_code(op), prescale, postscale};
+        return submit([&] { return kolo::grouped_reducescatter_async(vs, name, o); });
+      },
+      py::arg("members"), py::arg("name"), py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
+  m.def(
       "barrier",
       [](const std::string& name) {
         py::gil_scoped_release nogil;
         kolo::barrier(name);
       },
       py::arg("name") = "kolo.barrier");
+
+#ifdef KOLO_HAVE_TRAINING_CORE
+  bind_gradient_sync(m);
+  m.attr("HAVE_GRADIENT_SYNC") = true;
+#else
+  m.attr("HAVE_GRADIENT_SYNC") = false;
+#endif
 
 }

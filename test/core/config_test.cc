@@ -30,6 +30,7 @@ TEST_CASE("defaults apply when nothing is set", "[config]") {
   CHECK(c.stall_shutdown_seconds == 0.0);
   CHECK(c.burst_hold_us == 100);
   CHECK(c.shm_arena_auto);
+  CHECK(c.peer_timeout_seconds == 5.0);
 }
 
 TEST_CASE("KOLO_SHM_ARENA_BYTES: auto, a byte count, or 0", "[config]") {
@@ -60,7 +61,8 @@ TEST_CASE("accepted forms are parsed", "[config]") {
                  {"KOLO_STALL_CHECK_TIME_SECONDS", "5"},
                  {"KOLO_STALL_SHUTDOWN_TIME_SECONDS", "30"},
                  {"KOLO_TEST_RANKS_PER_HOST", "2"},
-                 {"KOLO_BURST_HOLD_MICROSECONDS", "0"}},
+                 {"KOLO_BURST_HOLD_MICROSECONDS", "0"},
+                 {"KOLO_PEER_TIMEOUT_SECONDS", "2.5"}},
                 &c)
               .is_ok());
   CHECK(c.fusion_threshold_bytes == 64u << 20);
@@ -72,6 +74,7 @@ TEST_CASE("accepted forms are parsed", "[config]") {
   CHECK(c.stall_shutdown_seconds == 30.0);
   CHECK(c.ranks_per_host_override == 2);
   CHECK(c.burst_hold_us == 0);
+  CHECK(c.peer_timeout_seconds == 2.5);
   REQUIRE(parse({{"KOLO_FUSION_THRESHOLD", "0"}}, &c).is_ok());
   CHECK(c.fusion_threshold_bytes == 0);
 }
@@ -99,6 +102,10 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
         "KOLO_CPU_OPERATIONS=\"gpu\" is not valid: expected one of auto, mpi, shm");
   CHECK(msg("KOLO_LOG_LEVEL", "loud").find("one of trace, debug") != std::string::npos);
   CHECK(msg("KOLO_TEST_RANKS_PER_HOST", "1.5").find("whole number") != std::string::npos);
+  for (const char* bad : {"0", "0.05", "-1", "5s", "", "nan", "inf", "100000"})
+    CHECK(msg("KOLO_PEER_TIMEOUT_SECONDS", bad) ==
+          "KOLO_PEER_TIMEOUT_SECONDS=\"" + std::string(bad) +
+              "\" is not valid: expected a number of seconds from 0.1 to 86400, such as 5");
   CHECK(msg("KOLO_BURST_HOLD_MICROSECONDS", "-3").find("microseconds from 0 (off)") != std::string::npos);
   CHECK(msg("KOLO_VERBOSE", "yes") == "KOLO_VERBOSE=\"yes\" is not valid: expected 0 or 1");
   CHECK(msg("KOLO_NETWORK_INTERFACE", "eth0,eth1").find("one network interface name") != std::string::npos);

@@ -158,3 +158,73 @@ TEST_CASE("stalled() lists names waiting on missing ranks", "[negotiation]") {
   CHECK(s[0].ready_ranks == std::vector<int>{0, 2});
   CHECK(s[0].waited_seconds == Approx(6.0));
 }
+
+namespace {
+Request member(int rank, const std::string& group, int index, int group_size, Shape shape = {4}) {
+  Request q = req(rank, group + "[" + std::to_string(index) + "]", std::move(shape));
+  q.group = group;
+  q.group_size = group_size;
+  return q;
+}
+}  // namespace
+
+TEST_CASE("a group is released only once every member is ready on every rank", "[negotiation]") {
+  MessageTable t(2);
+  REQUIRE(t.add(member(0, "g", 0, 3)).is_ok());
+  REQUIRE(t.add(member(1, "g", 0, 3)).is_ok());  // member 0 complete
+  REQUIRE(t.add(member(0, "g", 1, 3)).is_ok());
+  REQUIRE(t.add(member(1, "g", 1, 3)).is_ok());  // member 1 complete
+  REQUIRE(t.add(member(0, "g", 2, 3)).is_ok());
+  CHECK(t.take_ready().empty());                 // member 2 missing on rank 1
+  REQUIRE(t.add(member(1, "g", 2, 3)).is_ok());
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 3);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(ready[i].type == Response::Type::kAllreduce);
+    CHECK(ready[i].names[0] == "g[" + std::to_string(i) + "]");
+  }
+  CHECK(t.num_pending() == 0);
+}
+
+TEST_CASE("a bad member fails the whole group; groups of different sizes fail every member", "[negotiation]") {
+  {
+    MessageTable t(2);
+    for (int i = 0; i < 2; ++i) {
+      REQUIRE(t.add(member(0, "g", i, 2)).is_ok());
+      REQUIRE(t.add(member(1, "g", i, 2, i == 1 ? Shape{5} : Shape{4})).is_ok());
+    }
+    auto ready = t.take_ready();
+    REQUIRE(ready.size() == 2);
+    for (const auto& r : ready) {
+      CHECK(r.type == Response::Type::kError);
+      CHECK(r.error ==
+            "grouped allreduce \"g\" failed: member \"g[1]\": allreduce \"g[1]\": shape [4] on rank 0 but [5] on rank 1");
+    }
+  }
+  {
+    MessageTable t(2);
+    for (int i = 0; i < 3; ++i) REQUIRE(t.add(member(0, "h", i, 3)).is_ok());
+    for (int i = 0; i < 2; ++i) REQUIRE(t.add(member(1, "h", i, 2)).is_ok());
+    auto ready = t.take_ready();
+    REQUIRE(ready.size() == 3);  // h[2], sent by rank 0 only, fails too (nothing left pending)
+    for (const auto& r : ready) {
+      CHECK(r.type == Response::Type::kError);
+      CHECK(r.error == "grouped allreduce \"h\": group size 3 on rank 0 but 2 on rank 1");
+    }
+    CHECK(t.num_pending() == 0);
+  }
+}
+
+TEST_CASE("alltoall splits become the rank-by-rank matrix, or an error naming the rank", "[negotiation]") {
+  auto a2a = [](int rank, Shape shape, std::vector<int64_t> splits) {
+    Request q = req(rank, "t", std::move(shape), OpKind::kAlltoall);
+    q.splits = std::move(splits);
+    return q;
+  };
+  auto r = negotiate({a2a(0, {3, 2}, {1, 2}), a2a(1, {4, 2}, {})});
+  CHECK(r.type == Response::Type::kAlltoall);
+  CHECK(r.sizes == std::vector<int64_t>{1, 2, 2, 2});
+  r = negotiate({a2a(0, {3}, {1, 1}), a2a(1, {4}, {})});
+  CHECK(r.type == Response::Type::kError);
+  CHECK(r.error == "alltoall \"t\": rank 0 gave splits [1,1] that add up to 2 rows, but its first dimension is 3");
+}

@@ -211,3 +211,47 @@ TEST_CASE("NcclExecutor building blocks: reduce-scatter and allreduce of a devic
   }
   MPI_Comm_free(&comm);
 }
+
+TEST_CASE("alltoall of a GPU tensor with uneven splits, zeros included", "[gpu]") {
+  const int n = size(), me = rank();
+  auto split = [&](int src, int dst) { return static_cast<int64_t>((src * 3 + dst * 5) % 4); };
+  std::vector<int64_t> mine;
+  int64_t rows = 0;
+  for (int d = 0; d < n; ++d) mine.push_back(split(me, d)), rows += mine.back();
+  Buffer b(DType::kFloat32, static_cast<size_t>(rows * 3));
+  fill(b, 300, ReduceOp::kMax);
+  DeviceMem d(std::max<size_t>(1, b.bytes.size()));
+  d.upload(b.bytes.data());
+  std::vector<int64_t> received;
+  Tensor out = alltoall(gpu_view(d, DType::kFloat32, {rows, 3}), mine, "gpu.a2a", &received);
+  size_t at = 0;
+  for (int src = 0; src < n; ++src) {
+    CHECK(received[src] == split(src, me));
+    int64_t offset = 0;
+    for (int q = 0; q < me; ++q) offset += split(src, q);
+    for (int64_t i = 0; i < split(src, me) * 3; ++i, ++at)
+      REQUIRE(test::get(out.bytes.data(), DType::kFloat32, at) ==
+              test::input_value(300, src, static_cast<size_t>(offset * 3 + i), DType::kFloat32, ReduceOp::kMax));
+  }
+  CHECK(at == static_cast<size_t>(out.num_elements()));
+}
+
+TEST_CASE("reducescatter of GPU tensors: even and uneven first dimensions, scaled", "[gpu]") {
+  for (int64_t dim0 : {int64_t{4} * size(), int64_t{4} * size() + 1}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+      Buffer b(DType::kFloat32, static_cast<size_t>(dim0 * 5));
+      fill(b, 400, op);
+      DeviceMem d(b.bytes.size());
+      d.upload(b.bytes.data());
+      Tensor out = reducescatter(gpu_view(d, DType::kFloat32, {dim0, 5}),
+                                 "gpu.rs." + std::to_string(dim0) + std::string(reduce_op_name(op)),
+                                 AllreduceOptions{op, 2.0, 0.5});
+      int64_t first = 0;
+      const int64_t rows = reducescatter_rows(dim0, size(), rank(), &first);
+      REQUIRE(out.shape == Shape{rows, 5});
+      Buffer got(DType::kFloat32, static_cast<size_t>(rows * 5));
+      std::memcpy(got.bytes.data(), out.bytes.data(), got.bytes.size());
+      check_allreduce(got, 400, op, 2.0, 0.5, static_cast<size_t>(first * 5));
+    }
+  }
+}

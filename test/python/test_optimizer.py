@@ -37,7 +37,7 @@ def distributed(make_opt, steps=STEPS, passes=1, clip=None, **kw):
             (loss_fn(model, xs, ys) / passes).backward()
         if hvd.size() > 1:
             # Every gradient's allreduce was started by its hook during backward.
-            assert len(opt._handles) == len(list(model.parameters()))
+            assert all(opt._sync.submitted(i) for i in opt._index.values())
         if clip:
             opt.synchronize()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)

@@ -24,5 +24,9 @@ from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError
                                 local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
                                 poll, rank, rocm_built, shutdown, size, synchronize)
 from kolo.torch.optimizer import DistributedOptimizer
+from kolo.torch.scatter_ops import (alltoall, alltoall_async, grouped_allgather, grouped_allgather_async,
+                                   grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+                                   grouped_allreduce_async_, grouped_reducescatter,
+                                   grouped_reducescatter_async, reducescatter, reducescatter_async)
 
 __all__ = [n for n in dir() if not n.startswith("_")]

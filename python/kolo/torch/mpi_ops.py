@@ -323,12 +323,15 @@ def allgather_async(tensor, name=None, process_set=None):
     dev = _device(work)
     h = _kolo.allgather_async(work.data_ptr(), code, list(work.shape), name, dev)
 
-    def finish():
-        out = torch.empty(h.gathered_shape(), dtype=tensor.dtype)
-        h.copy_gathered(out.data_ptr(), out.numel() * out.element_size())
-        return out.to(tensor.device) if dev >= 0 else out
+    return _register(h, (tensor, work), lambda: _fetch(h, -1, tensor))
 
-    return _register(h, (tensor, work), finish)
+
+def _fetch(h, member, like):
+    """The result kolo holds for handle `h` (member of a group, or -1) as a tensor of
+    `like`'s dtype and device."""
+    out = torch.empty(h.output_shape(member), dtype=like.dtype)
+    h.copy_output(member, out.data_ptr(), out.numel() * out.element_size())
+    return out if like.device.type == "cpu" else out.to(like.device)
 
 
 class _AllgatherFn(torch.autograd.Function):

@@ -6,6 +6,9 @@ class (isinstance holds, state_dict/load_state_dict/LR schedulers work) sharing 
 param_groups. A hook on each parameter's gradient accumulator starts that gradient's
 allreduce as soon as autograd has written it, so communication overlaps the rest of the
 backward pass; step() waits for all of them (synchronize()) and then runs the optimizer.
+The bookkeeping (which gradient was reported how often, submission, fp16 staging, waiting,
+errors) is kolo's training core, kolo::GradientSync (kolo/gradient_sync.h), the same code
+kolo's C++ trainer and LibTorch adapter use; this class only connects torch's hooks to it.
 
 Semantics as Horovod's:
   * backward_passes_per_step = k: the allreduce of a gradient starts on the k-th backward
@@ -27,9 +30,10 @@ import warnings
 
 import torch
 
+from kolo import _kolo
 from kolo.torch import mpi_ops
 from kolo.torch.compression import Compression
-from kolo.torch.mpi_ops import Average, Sum, allreduce_async_, size, synchronize
+from kolo.torch.mpi_ops import Average, Sum, size
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -69,81 +73,84 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                              "optimizer; pass model.named_parameters() of the model the optimizer "
                              "was built from" % len(unnamed))
 
-        self._handles = {}       # parameter -> (handle or None, compression context, sent tensor)
+        self._sync = None
+        self._index = {}         # parameter -> index in self._sync
+        self._submitted = {}     # parameter -> its gradient tensor, while kolo may touch it
         self._grad_accs = []
-        self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        self._delay = {}
         if size() > 1:
+            if self.op == Average:
+                # kolo applies the 1/size of Average after the sum.
+                pre, post = 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+            else:
+                pre, post = 1.0, 1.0
+            fp16 = compression is Compression.fp16
+            if not fp16 and compression is not Compression.none:
+                raise ValueError("DistributedOptimizer: compression must be Compression.none or "
+                                 "Compression.fp16")
+            self._sync = _kolo.GradientSync(
+                self.op, pre, post, _kolo.COMPRESSION_FP16 if fp16 else _kolo.COMPRESSION_NONE,
+                self.backward_passes_per_step, False, "")
             self._register_hooks()
 
     # -- hooks -----------------------------------------------------------------------------
     def _register_hooks(self):
         for group in self.param_groups:
             for p in group["params"]:
-                if not p.requires_grad:
+                if not p.requires_grad or p in self._index:
                     continue
-                self._requires_update.add(p)
-                self._delay[p] = self.backward_passes_per_step
+                self._index[p] = self._sync.register_gradient(
+                    self._parameter_names[p], mpi_ops._dtype_code(p, "DistributedOptimizer"),
+                    list(p.shape), mpi_ops._device(p) if p.is_cuda else -1)
                 # The AccumulateGrad node of p: its hooks run once p.grad holds this pass's sum.
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._make_hook(p))
                 self._grad_accs.append(acc)
 
     def _make_hook(self, p):
+        i = self._index[p]
+
         def hook(*_):
-            if self._delay[p] <= 0:
+            if self._sync.reports(i) >= self.backward_passes_per_step:
                 raise AssertionError(
                     "Gradients were computed more than backward_passes_per_step (%d) times before "
                     "call to step(). Increase backward_passes_per_step to accumulate gradients "
                     "locally." % self.backward_passes_per_step)
-            self._delay[p] -= 1
-            if self._delay[p] == 0:
-                self._handles[p] = self._allreduce_grad_async(p)
-            else:
-                self._handles[p] = (None, None, None)
+            self._ready(p, i)
         return hook
 
-    def _allreduce_grad_async(self, p):
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        name = self._parameter_names[p]
-        sent, ctx = self._compression.compress(p.grad)
-        if self.op == Average:
-            # kolo applies the 1/size of Average after the sum.
-            pre, post = 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
-        else:
-            pre, post = 1.0, 1.0
-        handle = allreduce_async_(sent, name=name, op=self.op, prescale_factor=pre, postscale_factor=post)
-        return handle, ctx, sent
+    def _ready(self, p, i):
+        g = p.grad
+        if not g.is_contiguous():
+            raise ValueError("DistributedOptimizer: the gradient of %s is not contiguous"
+                             % self._parameter_names[p])
+        self._submitted[p] = g
+        self._sync.gradient_ready(i, g.data_ptr(), mpi_ops._dtype_code(g, "DistributedOptimizer"),
+                                  list(g.shape), mpi_ops._device(g) if g.is_cuda else -1)
 
     # -- public ----------------------------------------------------------------------------
     def synchronize(self):
-        """Waits for every gradient's allreduce (starting those not started yet) and writes
-        the results into p.grad. Raises KoloError (after all completed) if any failed."""
-        if not self._requires_update:
+        """Waits for every gradient's allreduce (starting those not started yet) and leaves
+        the results in p.grad. Raises KoloError (after all completed) if any failed."""
+        if self._sync is None:
             self._synchronized = True
             return
-        for p in self._requires_update:
-            h = self._handles.get(p)
-            if h is None or h[0] is None:
-                self._handles[p] = self._allreduce_grad_async(p)
-        first = None
-        for p, (handle, ctx, sent) in self._handles.items():
-            try:
-                out = synchronize(handle)
-                if out is not p.grad:
-                    with torch.no_grad():
-                        p.grad.copy_(self._compression.decompress(out, ctx))
-            except Exception as e:  # noqa: BLE001 -- re-raised after every handle completed
-                if first is None:
-                    first = e
-            self._delay[p] = self.backward_passes_per_step
-        self._handles.clear()
-        self._synchronized = True
-        if first is not None:
-            raise first
+        for p, i in self._index.items():
+            if not self._sync.submitted(i):
+                # No (or not enough) hook calls: reduce what there is, a zero gradient if none,
+                # so that every rank submits the same set.
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                g = p.grad
+                self._submitted[p] = g
+                self._sync.set_view(i, g.data_ptr(), mpi_ops._dtype_code(g, "DistributedOptimizer"),
+                                    list(g.shape), mpi_ops._device(g) if g.is_cuda else -1)
+        try:
+            self._sync.synchronize()
+        finally:
+            self._submitted.clear()
+            self._synchronized = True
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -164,18 +171,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=False):
-        if self._handles:
+        if self._submitted:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(); the gradients' "
                                  "allreduces are still in flight")
         return super(self.__class__, self).zero_grad(set_to_none=set_to_none)
-
-    def set_backward_passes_per_step(self, passes):
-        if self._handles:
-            raise AssertionError("set_backward_passes_per_step() while allreduces are in flight")
-        self.backward_passes_per_step = int(passes)
-        for p in self._delay:
-            self._delay[p] = self.backward_passes_per_step
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,

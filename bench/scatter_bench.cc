@@ -1,0 +1,204 @@
+// kolo-bench-scatter — alltoall and reducescatter through kolo beside MPI_Alltoallv and
+// MPI_Reduce_scatter on the same buffers, in the same run; and a grouped allreduce of a
+// model's gradient set beside the same tensors submitted one by one.
+//
+// Sweep (--op alltoall|reducescatter): sizes are per-rank input bytes, float32; alltoall
+// sends an even share to every rank, reducescatter sums and leaves each rank its rows
+// (Horovod's split). Columns as nccl-tests prints them: algbw = size / time, busbw = algbw x
+// (n-1)/n (both collectives' factor); #wrong counts elements that differ from the exact
+// answer; kolo/mpi is the ratio of median times.
+// Grouped (--op grouped --workload resnet50): per step, every gradient submitted with
+// allreduce_async (fused by the coordinator as usual) beside one grouped_allreduce_async.
+//   mpirun -np 4 build/bench/kolo-bench-scatter --op alltoall --max-bytes 64M
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "kolo/kolo.h"
+#include "workloads.h"
+
+namespace {
+
+struct Options {
+  std::string op = "alltoall", workload = "resnet50";
+  size_t min_bytes = 4, max_bytes = 64u << 20;
+  int factor = 4, warmup = 3, iters = 20;
+};
+
+// One size: the input, kolo's output and MPI's output, and the MPI counts.
+class Case {
+ public:
+  Case(const std::string& op, size_t bytes) : op_(op), n_(kolo::size()), r_(kolo::rank()) {
+    const size_t per = std::max<size_t>(1, bytes / sizeof(float) / static_cast<size_t>(n_));
+    count_ = per * static_cast<size_t>(n_);  // a multiple of the ranks: even alltoall
+    in_.resize(count_);
+    counts_.assign(static_cast<size_t>(n_), static_cast<int>(per));
+    displs_.resize(static_cast<size_t>(n_));
+    for (int j = 0; j < n_; ++j) displs_[j] = j * static_cast<int>(per);
+    if (op == "reducescatter") {
+      for (int j = 0; j < n_; ++j) counts_[j] = static_cast<int>(kolo::reducescatter_rows(static_cast<int64_t>(count_), n_, j));
+      out_mpi_.resize(static_cast<size_t>(counts_[r_]));
+    } else {
+      out_mpi_.resize(count_);
+    }
+    for (size_t i = 0; i < count_; ++i) in_[i] = value(r_, i);
+  }
+  size_t bytes() const { return count_ * sizeof(float); }
+
+  void run_kolo() {
+    kolo::TensorView v = kolo::TensorView::of(in_.data(), {static_cast<int64_t>(count_)});
+    out_kolo_ = op_ == "alltoall" ? kolo::alltoall(v, "bench.a2a")
+                                  : kolo::reducescatter(v, "bench.rs", {kolo::ReduceOp::kSum});
+  }
+  void run_mpi() {
+    if (op_ == "alltoall")
+      MPI_Alltoallv(in_.data(), counts_.data(), displs_.data(), MPI_FLOAT, out_mpi_.data(), counts_.data(),
+                    displs_.data(), MPI_FLOAT, MPI_COMM_WORLD);
+    else
+      MPI_Reduce_scatter(in_.data(), out_mpi_.data(), counts_.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  size_t wrong(const float* out, size_t n) const {
+    size_t bad = 0;
+    if (op_ == "alltoall") {
+      const size_t per = count_ / static_cast<size_t>(n_);
+      if (n != count_) return count_;
+      for (size_t src = 0; src < static_cast<size_t>(n_); ++src)
+        for (size_t i = 0; i < per; ++i)
+          bad += out[src * per + i] != value(static_cast<int>(src), static_cast<size_t>(r_) * per + i);
+      return bad;
+    }
+    int64_t first = 0;
+    const int64_t rows = kolo::reducescatter_rows(static_cast<int64_t>(count_), n_, r_, &first);
+    if (n != static_cast<size_t>(rows)) return static_cast<size_t>(rows);
+    for (size_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int r = 0; r < n_; ++r) want += value(r, static_cast<size_t>(first) + i);
+      bad += out[i] != want;
+    }
+    return bad;
+  }
+  size_t kolo_wrong() const { return wrong(out_kolo_.data<float>(), static_cast<size_t>(out_kolo_.num_elements())); }
+  size_t mpi_wrong() const { return wrong(out_mpi_.data(), out_mpi_.size()); }
+
+ private:
+  static float value(int rank, size_t i) { return static_cast<float>((static_cast<size_t>(rank) * 13 + i) % 251); }
+  std::string op_;
+  int n_, r_;
+  size_t count_ = 0;
+  std::vector<float> in_, out_mpi_;
+  std::vector<int> counts_, displs_;
+  kolo::Tensor out_kolo_;
+};
+
+int sweep(const Options& o) {
+  const int n = kolo::size();
+  const double factor = static_cast<double>(n - 1) / n;
+  if (kolo::rank() == 0) {
+    std::printf("# kolo-bench-scatter: %s, float32%s, %d ranks (times are medians)\n", o.op.c_str(),
+                o.op == "reducescatter" ? " sum" : ", even split", n);
+    std::printf("#%12s | %11s %8s %8s %7s | %11s %8s %8s %7s | %9s\n", "size(B)", "kolo(us)", "algbw", "busbw",
+                "#wrong", "mpi(us)", "algbw", "busbw", "#wrong", "kolo/mpi");
+  }
+  int rc = 0;
+  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= static_cast<size_t>(o.factor)) {
+    Case c(o.op, bytes);
+    const int iters = std::max(3, static_cast<int>(o.iters * std::min<size_t>(64, (64u << 20) / c.bytes() + 1) / 8));
+    auto st = kolo::bench::measure(o.warmup, iters, {[&] { c.run_kolo(); }, [&] { c.run_mpi(); }});
+    const size_t kw = c.kolo_wrong(), mw = c.mpi_wrong();
+    rc |= (kw || mw) ? 2 : 0;
+    if (kolo::rank() == 0) {
+      auto bw = [&](double ms) { return c.bytes() / (ms * 1e-3) / 1e9; };
+      std::printf(" %12zu | %11.1f %8.3f %8.3f %7zu | %11.1f %8.3f %8.3f %7zu | %9.2f\n", c.bytes(),
+                  st[0].median_ms * 1e3, bw(st[0].median_ms), bw(st[0].median_ms) * factor, kw,
+                  st[1].median_ms * 1e3, bw(st[1].median_ms), bw(st[1].median_ms) * factor, mw,
+                  st[0].median_ms / st[1].median_ms);
+    }
+  }
+  return rc;
+}
+
+int grouped(const Options& o) {
+  const auto set = kolo::bench::workload_by_name(o.workload);
+  std::vector<std::vector<float>> grads;
+  std::vector<kolo::TensorView> views;
+  for (const auto& g : set) {
+    int64_t n = 1;
+    for (int64_t d : g.shape) n *= d;
+    grads.emplace_back(static_cast<size_t>(n), 1.0f);
+  }
+  for (size_t i = 0; i < set.size(); ++i) views.push_back(kolo::TensorView::of(grads[i].data(), set[i].shape));
+  std::vector<kolo::Handle> handles(set.size());
+  const auto one_by_one = [&] {
+    for (size_t i = 0; i < set.size(); ++i)
+      handles[i] = kolo::allreduce_async(views[i], set[i].name, {kolo::ReduceOp::kAverage});
+    for (auto& h : handles) kolo::synchronize(h);
+  };
+  const auto as_group = [&] { kolo::grouped_allreduce(views, "bench.group", {kolo::ReduceOp::kAverage}); };
+  // Where each form's time goes on this rank (runtime_stats deltas, summed over all rounds).
+  struct Split {
+    double exec = 0, rendezvous = 0, coord = 0;
+    uint64_t collectives = 0;
+  } split[2];
+  auto counted = [&](int k, const std::function<void()>& body) {
+    return [&, k, body] {
+      const kolo::RuntimeStats a = kolo::runtime_stats();
+      body();
+      const kolo::RuntimeStats b = kolo::runtime_stats();
+      split[k].exec += b.execution_seconds - a.execution_seconds;
+      split[k].rendezvous += b.rendezvous_seconds - a.rendezvous_seconds;
+      split[k].coord += b.coordination_seconds - a.coordination_seconds;
+      split[k].collectives += b.collectives - a.collectives;
+    };
+  };
+  auto st = kolo::bench::measure(o.warmup, o.iters, {counted(0, one_by_one), counted(1, as_group)});
+  size_t wrong = 0;
+  for (const auto& g : grads)
+    for (float v : g) wrong += v != 1.0f;  // the average of ones, step after step
+  if (kolo::rank() == 0) {
+    std::printf("# grouped allreduce, workload %s: %zu tensors, %d ranks, average, #wrong %zu\n", o.workload.c_str(),
+                set.size(), kolo::size(), wrong);
+    std::printf("  %-34s min %9.3f ms  median %9.3f ms\n", "one by one (allreduce_async each)", st[0].min_ms,
+                st[0].median_ms);
+    std::printf("  %-34s min %9.3f ms  median %9.3f ms   %.2fx one by one (medians)\n", "grouped_allreduce",
+                st[1].min_ms, st[1].median_ms, st[1].median_ms / st[0].median_ms);
+  }
+  for (int r = 0; r < kolo::size(); ++r) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r != kolo::rank()) continue;
+    for (int k = 0; k < 2; ++k)
+      std::printf("  rank %d, %-10s all rounds: execution %.1f ms, rendezvous %.1f ms, coordination %.1f ms, %llu "
+                  "responses\n",
+                  r, k == 0 ? "one by one" : "grouped", split[k].exec * 1e3, split[k].rendezvous * 1e3,
+                  split[k].coord * 1e3, static_cast<unsigned long long>(split[k].collectives));
+  }
+  return wrong ? 2 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"kolo alltoall / reducescatter beside MPI, and grouped allreduce beside one by one"};
+  app.add_option("--op", o.op, "alltoall | reducescatter | grouped")
+      ->check(CLI::IsMember({"alltoall", "reducescatter", "grouped"}));
+  app.add_option("--workload", o.workload, "grouped: lenet | resnet20 | resnet50 | bert-base | tiny");
+  app.add_option("--min-bytes", o.min_bytes, "smallest size")->transform(CLI::AsSizeValue(false));
+  app.add_option("--max-bytes", o.max_bytes, "largest size")->transform(CLI::AsSizeValue(false));
+  app.add_option("--factor", o.factor, "size multiplier per row")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "untimed rounds")->check(CLI::NonNegativeNumber);
+  app.add_option("--iters", o.iters, "timed rounds (scaled up for small sizes)")->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  kolo::init(&argc, &argv);
+  const int rc = o.op == "grouped" ? grouped(o) : sweep(o);
+  kolo::shutdown();
+  return rc;
+}

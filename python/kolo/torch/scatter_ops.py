@@ -1,0 +1,146 @@
+"""Horovod's alltoall, reducescatter and grouped collectives over kolo (the handle, naming
+and error rules of kolo.torch.mpi_ops apply). Grouped forms run their tensors as one unit:
+none starts on any rank before all are ready everywhere; member i is named "<name>[i]"."""
+import torch
+
+from kolo import _kolo
+from kolo.torch import mpi_ops
+from kolo.torch.mpi_ops import _check_process_set, _fetch, _name, _op_code, _register, synchronize
+
+
+def _member(t, what):
+    code = mpi_ops._dtype_code(t, what)
+    return (t.data_ptr(), code, list(t.shape), mpi_ops._device(t))
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=None):
+    """Starts sending rows of `tensor` to every rank: splits[j] rows to rank j (None: equal
+    shares). synchronize() returns what alltoall() returns."""
+    _check_process_set(process_set)
+    name = _name("alltoall", name)
+    work = tensor.detach().contiguous()
+    split_list = None
+    if splits is not None:
+        split_list = [int(x) for x in (splits.tolist() if torch.is_tensor(splits) else splits)]
+    code = mpi_ops._dtype_code(work, "alltoall")
+    h = _kolo.alltoall_async(work.data_ptr(), code, list(work.shape), split_list, name, mpi_ops._device(work))
+
+    def finish():
+        out = _fetch(h, -1, tensor)
+        if splits is None:
+            return out
+        return out, torch.tensor(h.received_splits(), dtype=torch.int32)
+    return _register(h, (tensor, work), finish)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=None):
+    """Rows received from ranks 0, 1, ... end to end; with `splits` given, also the number
+    of rows received from each rank (Horovod's (output, received_splits))."""
+    return synchronize(alltoall_async(tensor, splits, name, process_set))
+
+
+def reducescatter_async(tensor, op=None, name=None, process_set=None, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Starts reducing `tensor` over ranks (Average by default); this rank's share of the
+    first dimension comes back (the first dim % size ranks get one row more)."""
+    _check_process_set(process_set)
+    op = _op_code(op, None, "reducescatter")
+    name = _name("reducescatter", name)
+    work = tensor.detach().contiguous()
+    code = mpi_ops._dtype_code(work, "reducescatter")
+    h = _kolo.reducescatter_async(work.data_ptr(), code, list(work.shape), name, op, float(prescale_factor),
+                                  float(postscale_factor), mpi_ops._device(work))
+    return _register(h, (tensor, work), lambda: _fetch(h, -1, tensor))
+
+
+def reducescatter(tensor, op=None, name=None, compression=None, process_set=None,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """Blocking reducescatter; `compression` (Compression.fp16) sends a compressed copy."""
+    if compression is not None:
+        sent, ctx = compression.compress(tensor)
+        out = synchronize(reducescatter_async(sent, op, name, process_set, prescale_factor, postscale_factor))
+        return compression.decompress(out, ctx)
+    return synchronize(reducescatter_async(tensor, op, name, process_set, prescale_factor, postscale_factor))
+
+
+def _in_place_group(tensors):
+    """Contiguous work tensors for in-place members, and how to write non-contiguous ones back."""
+    works = [t.detach() if t.is_contiguous() else t.detach().contiguous() for t in tensors]
+
+    def write_back():
+        with torch.no_grad():
+            for t, w in zip(tensors, works):
+                if w.data_ptr() != t.data_ptr():
+                    t.copy_(w)
+        return list(tensors)
+    return works, write_back
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=None):
+    """In place, as one unit; synchronize() returns the list of tensors."""
+    _check_process_set(process_set)
+    op = _op_code(op, average, "grouped_allreduce")
+    name = _name("grouped_allreduce", name)
+    works, write_back = _in_place_group(list(tensors))
+    h = _kolo.grouped_allreduce_async([_member(w, "grouped_allreduce") for w in works], name, op,
+                                      float(prescale_factor), float(postscale_factor))
+    return _register(h, (list(tensors), works), write_back)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=None):
+    """Out of place: synchronize() returns new tensors."""
+    outs = [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors]
+    return grouped_allreduce_async_(outs, average, name, op, prescale_factor, postscale_factor, process_set)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=None):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=None):
+    if compression is not None:
+        packed = [compression.compress(t) for t in tensors]
+        outs = synchronize(grouped_allreduce_async([p for p, _ in packed], average, name, op,
+                                                   prescale_factor, postscale_factor, process_set))
+        return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, packed)]
+    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
+                                               postscale_factor, process_set))
+
+
+def _grouped_results(h, tensors, works):
+    return _register(h, (list(tensors), works),
+                     lambda: [_fetch(h, i, t) for i, t in enumerate(tensors)])
+
+
+def grouped_allgather_async(tensors, name=None, process_set=None):
+    _check_process_set(process_set)
+    name = _name("grouped_allgather", name)
+    works = [t.detach().reshape(1) if t.dim() == 0 else t.detach().contiguous() for t in tensors]
+    h = _kolo.grouped_allgather_async([_member(w, "grouped_allgather") for w in works], name)
+    return _grouped_results(h, tensors, works)
+
+
+def grouped_allgather(tensors, name=None, process_set=None):
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def grouped_reducescatter_async(tensors, op=None, name=None, process_set=None, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    _check_process_set(process_set)
+    op = _op_code(op, None, "grouped_reducescatter")
+    name = _name("grouped_reducescatter", name)
+    works = [t.detach().contiguous() for t in tensors]
+    h = _kolo.grouped_reducescatter_async([_member(w, "grouped_reducescatter") for w in works], name, op,
+                                          float(prescale_factor), float(postscale_factor))
+    return _grouped_results(h, tensors, works)
+
+
+def grouped_reducescatter(tensors, op=None, name=None, process_set=None, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    return synchronize(grouped_reducescatter_async(tensors, op, name, process_set, prescale_factor,
+                                                   postscale_factor))

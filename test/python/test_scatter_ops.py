@@ -1,0 +1,68 @@
+"""alltoall, reducescatter and the grouped collectives of kolo.torch, against exact values."""
+import torch
+
+import kolo.torch as hvd
+from util import rank_data
+
+
+def splits_of(q, n):
+    return [(q + j) % 3 for j in range(n)]  # uneven, zeros included
+
+
+def test_alltoall_with_splits():
+    n, r = hvd.size(), hvd.rank()
+    ins = [rank_data(200, q, (sum(splits_of(q, n)), 3), torch.float32) for q in range(n)]
+    out, received = hvd.alltoall(ins[r], splits=splits_of(r, n), name="a2a.splits")
+    want = []
+    for q in range(n):
+        start = sum(splits_of(q, n)[:r])
+        want.append(ins[q][start:start + splits_of(q, n)[r]])
+    assert torch.equal(out, torch.cat(want))
+    assert received.tolist() == [splits_of(q, n)[r] for q in range(n)]
+
+
+def test_alltoall_even_and_async():
+    n, r = hvd.size(), hvd.rank()
+    ins = [rank_data(201, q, (2 * n, 2), torch.int64) for q in range(n)]
+    h = hvd.alltoall_async(ins[r])
+    out = hvd.synchronize(h)
+    assert torch.equal(out, torch.cat([ins[q][2 * r:2 * r + 2] for q in range(n)]))
+
+
+def test_reducescatter_uneven_rows():
+    n, r = hvd.size(), hvd.rank()
+    dim0 = 2 * n + 1
+    ins = [rank_data(202, q, (dim0, 3), torch.float64) for q in range(n)]
+    total = torch.stack(ins).sum(0)
+    rows = [dim0 // n + (1 if q < dim0 % n else 0) for q in range(n)]
+    start = sum(rows[:r])
+    got = hvd.reducescatter(ins[r], op=hvd.Sum, name="rs.sum")
+    assert torch.equal(got, total[start:start + rows[r]])
+    got = hvd.reducescatter(ins[r])  # Average by default, as Horovod
+    torch.testing.assert_close(got, total[start:start + rows[r]] / n, rtol=1e-12, atol=0)
+
+
+def test_grouped_allreduce_in_and_out_of_place():
+    n, r = hvd.size(), hvd.rank()
+    shapes = [(3,), (2, 5), (7,)]
+    dtypes = [torch.float32, torch.float32, torch.int64]
+    ins = [[rank_data(203 + i, q, s, d) for i, (s, d) in enumerate(zip(shapes, dtypes))] for q in range(n)]
+    want = [torch.stack([ins[q][i] for q in range(n)]).sum(0) for i in range(len(shapes))]
+    mine = [t.clone() for t in ins[r]]
+    outs = hvd.grouped_allreduce(mine, op=hvd.Sum, name="ga")
+    for o, w, m, i in zip(outs, want, mine, ins[r]):
+        assert torch.equal(o, w) and torch.equal(m, i)
+    ret = hvd.grouped_allreduce_(mine, op=hvd.Sum)
+    for o, w, m in zip(ret, want, mine):
+        assert o is m and torch.equal(m, w)
+
+
+def test_grouped_allgather_and_reducescatter():
+    n, r = hvd.size(), hvd.rank()
+    a = [rank_data(210, q, (q + 1, 2), torch.int32, 0, 6) for q in range(n)]
+    b = [rank_data(211, q, (1,), torch.float32) for q in range(n)]
+    ga, gb = hvd.grouped_allgather([a[r], b[r]], name="gag")
+    assert torch.equal(ga, torch.cat(a)) and torch.equal(gb, torch.cat(b))
+    x = [rank_data(212, q, (n, 2), torch.float32) for q in range(n)]
+    (rs,) = hvd.grouped_reducescatter([x[r]], op=hvd.Sum, name="grs")
+    assert torch.equal(rs, torch.stack(x).sum(0)[r:r + 1])
