@@ -68,6 +68,21 @@ struct GradientSync::Impl {
     e.view = view;
   }
 
+  // Counts a report of gradient `index` (first taking `view` as its memory, if given) and
+  // submits it on the window's k-th.
+  void ready(int index, const TensorView* view) {
+    Entry& e = at(index);
+    const int k = options.backward_passes_per_step;
+    if (e.reports >= k) {
+      fail("GradientSync: gradient \"" + full_name(e) + "\" reported ready " + std::to_string(e.reports + 1) +
+           " times in one window of backward_passes_per_step=" + std::to_string(k) +
+           "; call synchronize() (the optimizer's step) after every " + std::to_string(k) +
+           " backward passes, or raise backward_passes_per_step");
+    }
+    if (view != nullptr) set_view(e, *view);
+    if (++e.reports == k) submit(index);
+  }
+
   void submit(int index) {
     Entry& e = entries[static_cast<size_t>(index)];
     const std::string name = full_name(e);
@@ -177,23 +192,12 @@ void GradientSync::set_view(int index, const TensorView& view) {
 
 void GradientSync::gradient_ready(int index) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  Impl::Entry& e = impl_->at(index);
-  const int k = impl_->options.backward_passes_per_step;
-  if (e.reports >= k) {
-    fail("GradientSync: gradient \"" + impl_->full_name(e) + "\" reported ready " + std::to_string(e.reports + 1) +
-         " times in one window of backward_passes_per_step=" + std::to_string(k) +
-         "; call synchronize() (the optimizer's step) after every " + std::to_string(k) +
-         " backward passes, or raise backward_passes_per_step");
-  }
-  if (++e.reports == k) impl_->submit(index);
+  impl_->ready(index, nullptr);
 }
 
 void GradientSync::gradient_ready(int index, const TensorView& view) {
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->set_view(impl_->at(index), view);
-  }
-  gradient_ready(index);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->ready(index, &view);
 }
 
 bool GradientSync::submitted(int index) const {
