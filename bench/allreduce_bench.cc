@@ -8,6 +8,7 @@
 // Workload mode (--workload resnet50|resnet20|lenet|bert-base|tiny): every gradient of a
 // model submitted as its own named tensor each step, beside (a) one MPI_Allreduce per tensor
 // and (b) one MPI_Allreduce of all bytes in one buffer; plus the coordinator's overhead.
+// --dtype float16|bfloat16 keeps kolo's gradients in 16 bits (the MPI baselines stay float32).
 //   mpirun -np 2 build/bench/kolo-bench-allreduce --max-bytes 64M --csv out.csv
 #include <mpi.h>
 
@@ -221,7 +222,7 @@ void print_sweep(const Options& o, const std::vector<Row>& rows) {
 
 }  // namespace
 
-int run_workload_mode(const std::string& name, int warmup, int iters);  // workload_bench.cc
+int run_workload_mode(const std::string& name, int warmup, int iters, kolo::DType dtype);  // workload_bench.cc
 void reserve_workload_shared_memory(const std::string& name);            // workload_bench.cc
 
 int main(int argc, char** argv) {
@@ -244,11 +245,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (!o.workload.empty() && o.dtype != "float32" && o.dtype != "float16" && o.dtype != "bfloat16") {
+    std::fprintf(stderr, "--workload takes --dtype float32, float16 or bfloat16 (gradients), not %s\n", o.dtype.c_str());
+    return 2;
+  }
   if (!o.workload.empty()) reserve_workload_shared_memory(o.workload);
   kolo::init(&argc, &argv);
   int rc = 0;
   if (!o.workload.empty()) {
-    rc = run_workload_mode(o.workload, o.warmup, o.iters);
+    rc = run_workload_mode(o.workload, o.warmup, o.iters, kDTypes.at(o.dtype));
   } else {
     auto rows = sweep(o);
     if (kolo::rank() == 0) {

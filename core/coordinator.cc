@@ -531,9 +531,13 @@ void Coordinator::execute_one(const Response& r, Status taken) {
       if (Status d = live->check_now("a collective failed"); !d.is_ok()) s = d;
   }
   tensors_.fetch_add(entries.size(), std::memory_order_relaxed);
-  // Responses with joined ranks are not cached on any rank (a stand-in lacks the shape), so
-  // the caches stay identical.
-  if (s.is_ok() && cache_.enabled() && r.joined.empty())
+  // Every rank executes the same non-error responses in the same order, so remembering them
+  // all keeps the caches identical. Whether this rank's execution succeeded is local: a
+  // failure on one rank only must not make its cache skip an entry its peers keep (its
+  // later ids would name other tensors on rank 0). Error responses carry each rank's own
+  // disagreeing request and are never remembered.
+  // Responses with joined ranks are not remembered on any rank (a stand-in lacks the shape).
+  if (cache_.enabled() && r.type != Response::Type::kError && r.joined.empty())
     for (const auto& e : entries) cache_.remember(e.request);
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);

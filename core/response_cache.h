@@ -1,8 +1,10 @@
 // core/response_cache.h — lets a rank name a collective it submitted before by a small id
 // instead of resending its whole request.
 //
-// Every rank keeps an identical cache: after executing each successful allreduce or
-// broadcast, it remembers the request (name and signature: kind, dtype, shape, reduce op,
+// Every rank keeps an identical cache: after executing each allreduce or broadcast (whether
+// or not it succeeded on this rank — a failure on one rank alone must not make the caches
+// diverge; error responses, which hold disagreeing requests, are never cached), it
+// remembers the request (name and signature: kind, dtype, shape, reduce op,
 // root, scales, device kind) in the order the tensors appear in rank 0's response lists,
 // which is the same everywhere — so ids agree without any message. A rank whose new request
 // matches its cached signature sends only the id; rank 0 rebuilds the request from its own
@@ -38,7 +40,8 @@ class ResponseCache {
   std::optional<uint32_t> find(const Request& q) const;
   // The request cached under `id`, or nullptr for an unknown id.
   const Request* get(uint32_t id) const;
-  // Records `q` after its collective succeeded. Call in response-list order on every rank.
+  // Records `q` after its collective executed (failed or not; never for an error response).
+  // Call in response-list order on every rank.
   void remember(const Request& q);
 
   static bool cacheable(const Request& q) {

@@ -36,7 +36,7 @@ struct Combine {
   }
 };
 
-inline float combine_float(float x, float y, ReduceOp op) {
+inline float combine_scalar(float x, float y, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage: return x + y;
@@ -78,12 +78,57 @@ void combine_half(Half* dst, const Half* a, const Half* b, size_t n, ReduceOp op
     i = combine_half_f16c(reinterpret_cast<uint16_t*>(dst), reinterpret_cast<const uint16_t*>(a),
                           reinterpret_cast<const uint16_t*>(b), n, op);
   }
-  for (; i < n; ++i) dst[i] = float_to_half(combine_float(half_to_float(a[i]), half_to_float(b[i]), op));
+  for (; i < n; ++i) dst[i] = float_to_half(combine_scalar(half_to_float(a[i]), half_to_float(b[i]), op));
 }
 
 void combine_bf16(BFloat16* dst, const BFloat16* a, const BFloat16* b, size_t n, ReduceOp op) {
   for (size_t i = 0; i < n; ++i)
-    dst[i] = float_to_bf16(combine_float(bf16_to_float(a[i]), bf16_to_float(b[i]), op));
+    dst[i] = float_to_bf16(combine_scalar(bf16_to_float(a[i]), bf16_to_float(b[i]), op));
+}
+
+bool cpu_has_avx2_f16c() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+// Vector parts of widen_half / narrow_half, eight elements at a time; each returns how many
+// elements it did, and the caller finishes the tail with the scalar conversions, which round
+// the same way (to nearest even). kF16: fp16 through F16C; else bf16, the upper half of a
+// float: a shift to widen, round-to-nearest-even by integer addition to narrow (a NaN stays
+// a quiet NaN with its sign and upper payload, as float_to_bf16 does).
+template <bool kF16>
+__attribute__((target("avx2,f16c"))) size_t widen_vec(float* d, const uint16_t* s, size_t n, bool scaled, float pre) {
+  const __m256 p = _mm256_set1_ps(pre);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m256 v = kF16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    if (scaled) v = _mm256_mul_ps(v, p);
+    _mm256_storeu_ps(d + i, v);
+  }
+  return i;
+}
+
+__attribute__((target("avx2,f16c"))) inline __m128i to_bf16(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40)), nan);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8));
+}
+
+template <bool kF16>
+__attribute__((target("avx2,f16c"))) size_t narrow_vec(uint16_t* d, const float* s, size_t n, bool scaled, float f) {
+  const __m256 k = _mm256_set1_ps(f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(s + i);
+    if (scaled) v = _mm256_mul_ps(v, k);
+    const __m128i h = kF16 ? _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC) : to_bf16(v);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
+  }
+  return i;
 }
 
 template <class T>
@@ -242,6 +287,39 @@ void apply_postscale(void* buf, size_t n, DType t, ReduceOp op, int num_ranks, d
     }
   }
   scale_copy(buf, buf, n, t, postscale);
+}
+
+double post_factor(ReduceOp op, int num_ranks, double postscale) {
+  if (!needs_postscale(op, num_ranks, postscale)) return 1.0;
+  double f = postscale;
+  if (op == ReduceOp::kAverage) f /= num_ranks;
+  return f;
+}
+
+void widen_half(float* dst, const void* src, size_t n, DType t, float prescale) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  const bool scaled = prescale != 1.0f, f16 = t == DType::kFloat16;
+  size_t i = 0;
+  if (cpu_has_avx2_f16c()) i = f16 ? widen_vec<true>(dst, s, n, scaled, prescale) : widen_vec<false>(dst, s, n, scaled, prescale);
+  for (; i < n; ++i) {
+    const float v = f16 ? half_to_float(Half{s[i]}) : bf16_to_float(BFloat16{s[i]});
+    dst[i] = scaled ? v * prescale : v;
+  }
+}
+
+void narrow_half(void* dst, const float* src, size_t n, DType t, float factor) {
+  auto* d = static_cast<uint16_t*>(dst);
+  const bool scaled = factor != 1.0f, f16 = t == DType::kFloat16;
+  size_t i = 0;
+  if (cpu_has_avx2_f16c()) i = f16 ? narrow_vec<true>(d, src, n, scaled, factor) : narrow_vec<false>(d, src, n, scaled, factor);
+  for (; i < n; ++i) {
+    const float v = scaled ? src[i] * factor : src[i];
+    d[i] = f16 ? float_to_half(v).bits : float_to_bf16(v).bits;
+  }
+}
+
+void combine_float(float* acc, const float* x, size_t n, ReduceOp op) {
+  Combine<float>::run(acc, acc, x, n, op);
 }
 
 }  // namespace kolo::ops

@@ -1,8 +1,12 @@
 // ops/cpu_reduce.h — element-wise reduction and scaling kernels for CPU buffers, used by
 // every CPU executor (MPI user-defined ops, the fusion copy-in/out, shared memory).
 //
-// 16-bit floats are widened to float32, combined, and rounded back (round to nearest even),
-// so a sum of two fp16 values is exact up to one final rounding.
+// 16-bit floats (fp16, bf16): reduce_pair widens both operands to float32, combines and
+// rounds back. A collective over several ranks must not do that at every combine (each
+// rounding loses up to half an ulp, and an fp16 sum can overflow before the average brings
+// it back into range); the executors use the float32 pipeline below instead: widen each
+// rank's values (times the prescale) to float32, combine in float32, multiply by the folded
+// post factor, and round to 16 bits once (docs/runtime.md, "16-bit floats").
 // Thread safety: pure functions on caller-owned memory.
 #pragma once
 
@@ -36,5 +40,24 @@ void fill_identity(void* dst, size_t count, DType dtype, ReduceOp op);
 
 // True when apply_postscale would change values.
 bool needs_postscale(ReduceOp op, int num_ranks, double postscale);
+
+// True for the 16-bit floating types (fp16, bf16), which are reduced in float32.
+inline bool is_half_float(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+// The factor the last step multiplies a floating-point result by: postscale, divided by
+// num_ranks for kAverage (computed in double, as apply_postscale does). 1 when
+// !needs_postscale(op, num_ranks, postscale).
+double post_factor(ReduceOp op, int num_ranks, double postscale);
+
+// dst[i] = float(src[i]) * prescale (the product rounded to float32; no multiplication when
+// prescale == 1). `t` is fp16 or bf16. Exact widening; F16C / AVX2 where the CPU has them.
+void widen_half(float* dst, const void* src, size_t count, DType t, float prescale);
+
+// dst[i] = src[i] * factor rounded once to `t` (fp16 or bf16, round to nearest even; no
+// multiplication when factor == 1). dst may not overlap src.
+void narrow_half(void* dst, const float* src, size_t count, DType t, float factor);
+
+// acc[i] = acc[i] (op) x[i] in float32 (kAverage combines like kSum).
+void combine_float(float* acc, const float* x, size_t count, ReduceOp op);
 
 }  // namespace kolo::ops

@@ -169,12 +169,12 @@ class MpiBackend final : public Backend {
   std::string describe_executors() const override {
     std::string d;
     if (!shm_executor_) {
-      d = "allreduce=mpi broadcast=mpi allgather=mpi";
+      d = "allreduce=mpi broadcast=mpi allgather=mpi alltoall=mpi reducescatter=mpi";
     } else if (topo_.local_size == topo_.size) {
-      d = "allreduce=shm broadcast=shm allgather=shm";
+      d = "allreduce=shm broadcast=shm allgather=shm alltoall=shm reducescatter=shm";
     } else {
       // Hierarchical: shared memory within the host, MPI between one leader per host.
-      d = "allreduce=shm+mpi(hierarchical) broadcast=mpi allgather=mpi";
+      d = "allreduce=shm+mpi(hierarchical) broadcast=mpi allgather=mpi alltoall=mpi reducescatter=mpi";
     }
     if (!shm_executor_)
       d += " shm=off(" + (no_shm_reason_.empty() ? std::string("KOLO_CPU_OPERATIONS=mpi") : no_shm_reason_) + ")";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <tuple>
 
 #include "ops/cpu_reduce.h"
 #include "ops/mpi_util.h"
@@ -31,8 +32,53 @@ Status MpiExecutor::execute(const Response& r, std::vector<TensorEntry>& entries
   return Status::internal("MPI executor given an error response");
 }
 
+// fp16/bf16, any number of tensors: a chunk at a time, the tensors' values are widened to
+// float32 (times the prescale) into scratch, allreduced as MPI_FLOAT with MPI's own op, and
+// narrowed back into the tensors (times the post factor) with one rounding. Twice the bytes
+// on the wire, but MPI's vectorised float reduction instead of a user-defined op per
+// element, and no rounding to 16 bits between ranks.
+Status MpiExecutor::allreduce_half(std::span<const Span> tensors, DType t, ReduceOp op, double prescale,
+                                   double postscale) {
+  size_t total = 0;
+  for (const Span& x : tensors) total += x.count;
+  const size_t chunk = std::max<size_t>(1024, std::min(chunk_bytes_, kMaxBytesPerCall) / sizeof(float));
+  wide_.resize(std::min(total, chunk));
+  const float pre = static_cast<float>(prescale);
+  const float f = static_cast<float>(post_factor(op, size_, postscale));
+  // Calls fn(tensor bytes, offset in the chunk, count) for each run of [off, off + m).
+  size_t first = 0, first_at = 0;  // where the current chunk starts: tensor index, element in it
+  const auto each = [&](size_t m, auto&& fn) {
+    size_t i = first, at = first_at, done = 0;
+    while (done < m) {
+      const size_t n = std::min(m - done, tensors[i].count - at);
+      if (n > 0) fn(static_cast<std::byte*>(tensors[i].data) + at * 2, done, n);
+      done += n;
+      at += n;
+      if (at == tensors[i].count) ++i, at = 0;
+    }
+    return std::pair{i, at};
+  };
+  while (first < tensors.size() && tensors[first].count == 0) ++first;
+  for (size_t off = 0; off < total; off += chunk) {
+    const size_t m = std::min(chunk, total - off);
+    each(m, [&](std::byte* p, size_t done, size_t n) { widen_half(wide_.data() + done, p, n, t, pre); });
+    MPI_Request req = MPI_REQUEST_NULL;
+    KOLO_RETURN_IF_ERROR(mpi_status(MPI_Iallreduce(MPI_IN_PLACE, wide_.data(), static_cast<int>(m), MPI_FLOAT,
+                                                   mpi_reduce_op(DType::kFloat32, op), comm_, &req),
+                                    "MPI_Iallreduce"));
+    KOLO_RETURN_IF_ERROR(wait_request(&req, "MPI_Iallreduce", liveness_));
+    std::tie(first, first_at) =
+        each(m, [&](std::byte* p, size_t done, size_t n) { narrow_half(p, wide_.data() + done, n, t, f); });
+  }
+  return Status::ok();
+}
+
 Status MpiExecutor::allreduce_buffer(void* buf, size_t count, DType t, ReduceOp op, double prescale,
                                      double postscale) {
+  if (is_half_float(t)) {
+    const Span one{buf, count};
+    return allreduce_half({&one, 1}, t, op, prescale, postscale);
+  }
   const size_t esize = dtype_size(t);
   const size_t chunk = std::max<size_t>(1, std::min(chunk_bytes_, kMaxBytesPerCall) / esize);
   MPI_Datatype type = mpi_dtype(t);
@@ -57,6 +103,14 @@ Status MpiExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entri
     phase(entries, "MPI_ALLREDUCE");
     Status s = allreduce_buffer(v.data, static_cast<size_t>(v.num_elements()), r.dtype, r.reduce_op, r.prescale,
                             r.postscale);
+    phase(entries, "");
+    return s;
+  }
+  if (is_half_float(r.dtype)) {  // in float32 scratch, straight from and to the tensors
+    spans_.clear();
+    for (auto& e : entries) spans_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
+    phase(entries, "MPI_ALLREDUCE");
+    Status s = allreduce_half(spans_, r.dtype, r.reduce_op, r.prescale, r.postscale);
     phase(entries, "");
     return s;
   }
@@ -175,6 +229,21 @@ Status MpiExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& e
       if (n > INT_MAX)
         return Status::invalid_argument("reducescatter \"" + e.request.name + "\": too large for one MPI_Reduce_scatter");
       counts[static_cast<size_t>(j)] = static_cast<int>(n);
+    }
+    const size_t mine = static_cast<size_t>(rows) * row_elems;
+    if (is_half_float(r.dtype)) {  // in float32 scratch, rounded once (as allreduce_half)
+      wide_.resize(total + mine);
+      widen_half(wide_.data(), e.view.data, total, r.dtype, static_cast<float>(r.prescale));
+      phase(entries, "MPI_REDUCE_SCATTER");
+      Status s = mpi_status(MPI_Reduce_scatter(wide_.data(), wide_.data() + total,
+                                               counts.data(), MPI_FLOAT, mpi_reduce_op(DType::kFloat32, r.reduce_op),
+                                               comm_),
+                            "MPI_Reduce_scatter");
+      phase(entries, "");
+      KOLO_RETURN_IF_ERROR(s);
+      narrow_half(e.handle->gathered.bytes.data(), wide_.data() + total, mine, r.dtype,
+                  static_cast<float>(post_factor(r.reduce_op, size_, r.postscale)));
+      continue;
     }
     const void* in = e.view.data;
     if (r.prescale != 1.0) {

@@ -4,14 +4,17 @@
 // packed into a fusion buffer (applying the prescale while copying), reduced, and unpacked.
 // Either way the reduction proceeds in pieces of KOLO_CPU_CHUNK_BYTES so each piece is
 // scaled while it is still in cache, and MPI's large-message slowdown on one host (buffers
-// that fall out of the L3 cache) is avoided. Every MPI call is nonblocking and polled
-// (ops::wait_request), so that no wait on a peer is unbounded.
+// that fall out of the L3 cache) is avoided. fp16/bf16 are widened to float32 (times the
+// prescale), allreduced as floats and rounded back once after the post-scale
+// (ops/cpu_reduce.h), never rounded to 16 bits between ranks. Every MPI call is nonblocking and
+// polled (ops::wait_request), so that no wait on a peer is unbounded.
 //
 // Thread safety: coordinator thread only. Owns its fusion buffer.
 #pragma once
 
 #include <mpi.h>
 
+#include <span>
 #include <vector>
 
 #include "core/executor.h"
@@ -30,7 +33,7 @@ class MpiExecutor final : public Executor {
   void set_cpu_chunk_bytes(size_t bytes) override { chunk_bytes_ = bytes; }
 
   // In-place chunked allreduce of `count` elements at `buf` (shared with other executors'
-  // tests and the benchmarks).
+  // tests and the benchmarks). fp16/bf16 in float32, as above.
   Status allreduce_buffer(void* buf, size_t count, DType t, ReduceOp op, double prescale, double postscale);
 
  private:
@@ -39,6 +42,11 @@ class MpiExecutor final : public Executor {
   Status allgather(const Response& r, std::vector<TensorEntry>& entries);
   Status alltoall(const Response& r, std::vector<TensorEntry>& entries);
   Status reducescatter(const Response& r, std::vector<TensorEntry>& entries);
+  struct Span {
+    void* data;
+    size_t count;
+  };
+  Status allreduce_half(std::span<const Span> tensors, DType t, ReduceOp op, double prescale, double postscale);
 
   MPI_Comm comm_;
   Liveness* liveness_;
@@ -47,6 +55,8 @@ class MpiExecutor final : public Executor {
   std::vector<std::byte> scaled_;  // reducescatter's prescaled input
   size_t chunk_bytes_;
   std::vector<std::byte> fusion_;
+  std::vector<float> wide_;  // fp16/bf16: one chunk in float32
+  std::vector<Span> spans_;
 };
 
 }  // namespace kolo::ops

@@ -42,7 +42,10 @@ struct AllreduceOptions {
   double postscale = 1.0;  // multiply the result after reducing
 };
 
-// In place: on completion `tensor` holds the reduction over all ranks.
+// In place: on completion `tensor` holds the reduction over all ranks. fp16/bf16 tensors are
+// reduced in float32 on CPU: each rank's values times the prescale, combined in float32,
+// times the postscale (and 1/size for kAverage), rounded to 16 bits once — so an average
+// is representable whenever the result is, even where the sum would overflow.
 Handle allreduce_async(const TensorView& tensor, const std::string& name,
                        const AllreduceOptions& options = {});
 Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op,

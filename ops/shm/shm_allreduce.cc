@@ -38,8 +38,8 @@ Status ShmGroup::allreduce(void* buf, size_t count, DType dtype, ReduceOp op, do
 }
 
 Status ShmGroup::allreduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
-                           double prescale, double postscale) {
-  return reduce(pieces, dtype, op, prescale, postscale, Target::kAll);
+                           double prescale, double postscale, uint64_t placement) {
+  return reduce(pieces, dtype, op, prescale, postscale, Target::kAll, placement);
 }
 
 Status ShmGroup::reduce_to_leader(void* buf, size_t count, DType dtype, ReduceOp op,
@@ -54,21 +54,22 @@ Status ShmGroup::reduce_to_leader(std::span<const Piece> pieces, DType dtype, Re
 }
 
 Status ShmGroup::reduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
-                        double prescale, double postscale, Target target) {
+                        double prescale, double postscale, Target target, uint64_t placement) {
   KOLO_RETURN_IF_ERROR(usable());
   KOLO_RETURN_IF_ERROR(detail::check_pieces(pieces, prescale, postscale));
   const size_t esize = dtype_size(dtype);
   size_t total = 0;
   for (const Piece& p : pieces) total += p.count;
   if (opts_.local_size == 1) {
-    // Alone on the host: the scales are the whole collective.
+    // Alone on the host: the scales are the whole collective (one rounding for fp16/bf16).
+    const PostScale post{target == Target::kAll, 1, postscale};
     for (const Piece& p : pieces) {
-      ops::scale_copy(p.data, p.data, p.count, dtype, prescale);
-      if (target == Target::kAll) ops::apply_postscale(p.data, p.count, dtype, op, 1, postscale);
+      const void* src = p.data;
+      reduce_sources(p.data, &src, 1, p.count, dtype, op, nullptr, post, prescale);
     }
     return Status::ok();
   }
-  const CallDesc d = detail::describe_reduce(target == Target::kLeader, dtype, op, total);
+  const CallDesc d = detail::describe_reduce(target == Target::kLeader, dtype, op, total, placement);
   if (total * esize <= opts_.small_bytes) {
     return reduce_small(pieces, total, dtype, op, prescale, postscale, target, d);
   }
@@ -86,15 +87,15 @@ Status ShmGroup::reduce_small(std::span<const Piece> pieces, size_t total, DType
   KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
   char* mine = slot(e, opts_.local_rank);
   all.for_range(0, total, [&](char* user, size_t done, size_t m) {
-    scale_copy(mine + done * esize, user, m, dtype, prescale);
+    copy_bytes(mine + done * esize, user, m * esize);  // raw: the kernel applies the prescale
   });
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, d)));
   if (target == Target::kLeader && opts_.local_rank != 0) return Status::ok();
-  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
+  KOLO_RETURN_IF_ERROR(agree_first(e));
   const PostScale post{target == Target::kAll, n, postscale};
   all.for_range(0, total, [&](char* user, size_t done, size_t m) {
     for (int j = 0; j < n; ++j) srcs_[j] = slot(e, j) + done * esize;
-    reduce_sources(user, srcs_.data(), n, m, dtype, op, nullptr, post);
+    reduce_sources(user, srcs_.data(), n, m, dtype, op, nullptr, post, prescale);
   });
   return Status::ok();
 }
@@ -107,7 +108,6 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
   const size_t esize = dtype_size(dtype);
   const detail::Pieces all(pieces, esize);
   const size_t chunk = slot_bytes_ / esize;
-  const bool scaled = prescale != 1.0;
   const bool gets_result = target == Target::kAll || r == 0;
   for (size_t off = 0; off < total; off += chunk) {
     const size_t m = std::min(chunk, total - off);
@@ -116,19 +116,19 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     const size_t my_lo = lo(r);
     const size_t my_n = slices.len(r);
 
-    // Step A: publish the slices the other ranks reduce (and ours too when prescaled, so
-    // the user's buffer is never modified before the result is known).
+    // Step A: publish the slices the other ranks reduce, unscaled (the reduction applies
+    // the prescale, so that fp16/bf16 are rounded once).
     const uint64_t ea = sync_.next_step();
     KOLO_RETURN_IF_ERROR(record(sync_.prepare(ea)));
     char* mine_a = slot(ea, r);
     for (int j = 0; j < n; ++j) {
-      if (j == r && !scaled) continue;
+      if (j == r) continue;
       all.for_range(off + lo(j), slices.len(j), [&](char* user, size_t done, size_t cnt) {
-        scale_copy(mine_a + (lo(j) + done) * esize, user, cnt, dtype, prescale);
+        copy_bytes(mine_a + (lo(j) + done) * esize, user, cnt * esize);
       });
     }
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(ea, d)));
-    KOLO_RETURN_IF_ERROR(record(sync_.wait_all(ea, off == 0)));
+    KOLO_RETURN_IF_ERROR(off == 0 ? agree_first(ea) : record(sync_.wait_all(ea)));
 
     // Reduce slice r into half B.
     const uint64_t eb = sync_.next_step();
@@ -137,9 +137,9 @@ Status ShmGroup::reduce_chunked(std::span<const Piece> pieces, size_t total, DTy
     const PostScale post{target == Target::kAll, n, postscale};
     all.for_range(off + my_lo, my_n, [&](char* user, size_t done, size_t cnt) {
       for (int j = 0; j < n; ++j) srcs_[j] = slot(ea, j) + (my_lo + done) * esize;
-      if (!scaled) srcs_[r] = user;
+      srcs_[r] = user;
       char* dst = result + done * esize;
-      reduce_sources(dst, srcs_.data(), n, cnt, dtype, op, gets_result ? user : nullptr, post);
+      reduce_sources(dst, srcs_.data(), n, cnt, dtype, op, gets_result ? user : nullptr, post, prescale);
     });
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(eb)));
     if (!gets_result) continue;

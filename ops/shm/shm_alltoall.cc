@@ -83,9 +83,9 @@ Status ShmGroup::reduce_scatter(const void* in, void* out, const std::vector<siz
     return Status::invalid_argument("shared memory: reduce_scatter of a null buffer");
   const auto* i = static_cast<const char*>(in);
   auto* o = static_cast<char*>(out);
-  if (n == 1) {
-    scale_copy(o, i, count, dtype, prescale);
-    ops::apply_postscale(o, count, dtype, op, 1, postscale);
+  if (n == 1) {  // the scales alone (one rounding for fp16/bf16)
+    const void* src = i;
+    reduce_sources(o, &src, 1, count, dtype, op, nullptr, PostScale{true, 1, postscale}, prescale);
     return Status::ok();
   }
   const size_t sub_bytes = slot_bytes_ / N / 64 * 64;
@@ -93,7 +93,6 @@ Status ShmGroup::reduce_scatter(const void* in, void* out, const std::vector<siz
   size_t most = 0;
   for (size_t d = 0; d < N; ++d) most = std::max(most, lo[d + 1] - lo[d]);
   const size_t rounds = std::max<size_t>(1, (most + sub - 1) / sub);
-  const bool scaled = prescale != 1.0;
   const CallDesc desc = detail::describe_reduce_scatter(dtype, op, lo);
   const PostScale post{true, n, postscale};
   for (size_t k = 0; k < rounds; ++k) {
@@ -103,16 +102,17 @@ Status ShmGroup::reduce_scatter(const void* in, void* out, const std::vector<siz
     char* mine = slot(e, r);
     for (int d = 0; d < n; ++d) {
       const size_t len = lo[d + 1] - lo[d];
-      if ((d == r && !scaled) || len <= from) continue;
-      scale_copy(mine + static_cast<size_t>(d) * sub_bytes, i + (lo[d] + from) * esize, std::min(sub, len - from),
-                 dtype, prescale);
+      if (d == r || len <= from) continue;  // values travel unscaled: the kernel applies the prescale
+      copy_bytes(mine + static_cast<size_t>(d) * sub_bytes, i + (lo[d] + from) * esize,
+                 std::min(sub, len - from) * esize);
     }
     KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
     KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, k == 0)));
     if (my_n <= from) continue;
     for (int j = 0; j < n; ++j) srcs_[j] = slot(e, j) + static_cast<size_t>(r) * sub_bytes;
-    if (!scaled) srcs_[r] = i + (lo[r] + from) * esize;
-    reduce_sources(o + from * esize, srcs_.data(), n, std::min(sub, my_n - from), dtype, op, nullptr, post);
+    srcs_[r] = i + (lo[r] + from) * esize;
+    reduce_sources(o + from * esize, srcs_.data(), n, std::min(sub, my_n - from), dtype, op, nullptr, post,
+                   prescale);
   }
   return Status::ok();
 }

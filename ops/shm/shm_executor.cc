@@ -156,15 +156,65 @@ bool ShmExecutor::zero_copy(DType dtype) const {
 Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entries) {
   pieces_.clear();
   for (TensorEntry& e : entries) pieces_.push_back({e.view.data, static_cast<size_t>(e.view.num_elements())});
+  if (!single_host_) {
+    return hierarchical_allreduce(*group_, comms_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+  }
+  Status s;
   // A rank that joined (kolo::join()) reduces a stand-in outside the arena: no zero copy.
   if (r.joined.empty() && zero_copy(r.dtype)) {
     if (zero_copy_calls_++ == 0) {
       KOLO_LOG(LogLevel::kDebug, "shared memory: zero-copy allreduce in use (\"" << r.names[0] << "\" first)");
     }
-    return group_->allreduce_in_arena(*arena_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+    s = group_->allreduce_in_arena(*arena_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+  } else {
+    // With an arena every rank says where its tensors lie, so that a rank whose tensors are
+    // in it while a peer's are not fails this collective (not the group, not a later one).
+    const uint64_t placement = arena_ != nullptr ? placement_of(*arena_, pieces_, dtype_size(r.dtype)) : 0;
+    s = group_->allreduce(pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale, placement);
   }
-  if (single_host_) return group_->allreduce(pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
-  return hierarchical_allreduce(*group_, comms_, pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale);
+  if (s.code() == Status::Code::kMismatch && group_->health().is_ok()) return placement_error(r);
+  return s;
+}
+
+// Every rank learns where every rank's tensors lie (one allgather of an offset per tensor:
+// only after a placement mismatch, never on the normal path) and names the tensors that
+// differ, with the ranks on each side. Every rank builds the same message.
+Status ShmExecutor::placement_error(const Response& r) {
+  const size_t k = pieces_.size();
+  const int n = group_->local_size();
+  const size_t esize = dtype_size(r.dtype);
+  std::vector<uint64_t> mine(k), all(k * static_cast<size_t>(n));
+  for (size_t i = 0; i < k; ++i) mine[i] = piece_placement(*arena_, pieces_[i], esize);
+  Status g = group_->allgatherv(mine.data(), all.data(), std::vector<size_t>(static_cast<size_t>(n), k * 8));
+  if (!g.is_ok()) return g;
+  std::string detail;
+  size_t differing = 0;
+  for (size_t i = 0; i < k; ++i) {
+    std::vector<std::pair<uint64_t, std::string>> where;  // placement -> ranks
+    for (int j = 0; j < n; ++j) {
+      const uint64_t p = all[static_cast<size_t>(j) * k + i];
+      auto it = std::find_if(where.begin(), where.end(), [&](const auto& w) { return w.first == p; });
+      if (it == where.end()) where.push_back({p, std::to_string(j)});
+      else it->second.append(",").append(std::to_string(j));
+    }
+    if (where.size() < 2 || ++differing > 3) continue;
+    if (!detail.empty()) detail += "; ";
+    if (k > 1) detail += "\"" + r.names[i] + "\" is ";
+    detail += "in ";
+    for (size_t w = 0; w < where.size(); ++w) {
+      if (w > 0) detail += " but in ";
+      detail += where[w].first == 0 ? "private memory"
+                                    : "kolo's shared memory (offset " + std::to_string(where[w].first - 1) + ")";
+      detail += " on rank" + std::string(where[w].second.find(',') != std::string::npos ? "s " : " ") + where[w].second;
+    }
+  }
+  if (differing > 3) detail += "; and " + std::to_string(differing - 3) + " more tensors of this fused allreduce";
+  if (differing == 0) detail = "the ranks' tensors lie in different places (no single tensor differs)";
+  return Status::mismatch("allreduce \"" + r.names[0] + "\"" +
+                          (k > 1 ? " (fused with " + std::to_string(k - 1) + " more)" : std::string()) + ": " + detail +
+                          ". Every rank must place a collective's tensors alike: all in kolo's shared memory at "
+                          "the same offsets (allocate alike, kolo/memory.h) or all private. Only this collective "
+                          "failed.");
 }
 
 // Single host only: local ranks are world ranks (the local communicator is ordered by them).

@@ -13,8 +13,10 @@
 // (allocate_shared): a trainer that allocates its gradients there gets the zero-copy path
 // (on one host) for every response whose tensors all lie in it and that is larger than the
 // one-step path's limit (below it one barrier beats zero copy's three). All ranks must then
-// allocate alike; a rank whose tensors are not in the arena while its peers' are makes that
-// collective fail with a mismatch (never a hang).
+// allocate alike; a rank whose tensors are not in the arena (or at other offsets) while its
+// peers' are makes that collective fail on every rank with a mismatch naming the tensors and
+// the ranks on each side, at its first step, before anything is written; the group stays
+// usable and the next collective runs normally.
 //
 // Ownership: owns the host's ShmGroup; borrows the communicators (owned by the backend),
 // which must outlive it. Thread safety: coordinator thread only.
@@ -81,6 +83,8 @@ class ShmExecutor final : public Executor {
   Status alltoall(const Response& r, std::vector<TensorEntry>& entries);
   Status reducescatter(const Response& r, std::vector<TensorEntry>& entries);
   bool zero_copy(DType dtype) const;  // pieces_ go down the zero-copy path
+  // After a placement mismatch (ShmGroup::allreduce): the error naming the tensors.
+  Status placement_error(const Response& r);
 
   std::unique_ptr<ShmGroup> group_;
   std::unique_ptr<ShmArena> arena_;

@@ -17,7 +17,6 @@ enum class Kind : uint8_t {
   kBroadcast = 2,
   kAllgatherv = 3,
   kReduceToLeader = 4,
-  kAllreduceInArena = 5,
   kAlltoallv = 6,
   kReduceScatter = 7,
 };
@@ -52,14 +51,10 @@ std::string describe(const CallDesc& d) {
              std::string(reduce_op_name(static_cast<ReduceOp>((d.what >> 16) & 0xff))) + "), parts hash " +
              std::to_string(d.size);
     case Kind::kAllreduce:
-    case Kind::kReduceToLeader:
-    case Kind::kAllreduceInArena: {
+    case Kind::kReduceToLeader: {
       const auto dtype = static_cast<DType>((d.what >> 8) & 0xff);
       const auto op = static_cast<ReduceOp>((d.what >> 16) & 0xff);
       const std::string types = std::string(dtype_name(dtype)) + " (" + std::string(reduce_op_name(op)) + ")";
-      if (kind == Kind::kAllreduceInArena) {
-        return "allreduce_in_arena of " + types + " with layout hash " + std::to_string(d.size);
-      }
       return std::string(kind == Kind::kAllreduce ? "allreduce" : "reduce_to_leader") + " of " +
              std::to_string(d.size) + " x " + types;
     }
@@ -69,17 +64,18 @@ std::string describe(const CallDesc& d) {
 
 }  // namespace
 
-CallDesc detail::describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count) {
+CallDesc detail::describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count, uint64_t placement) {
   const Kind k = to_leader ? Kind::kReduceToLeader : Kind::kAllreduce;
   return {pack(k, 0) | (uint64_t{static_cast<uint8_t>(dtype)} << 8) |
               (uint64_t{static_cast<uint8_t>(op)} << 16),
-          count};
+          count, placement};
 }
 
-CallDesc detail::describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout) {
-  return {pack(Kind::kAllreduceInArena, 0) | (uint64_t{static_cast<uint8_t>(dtype)} << 8) |
-              (uint64_t{static_cast<uint8_t>(op)} << 16),
-          layout};
+Status ShmGroup::agree_first(uint64_t e) {
+  bool differs = false;
+  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true, &differs)));
+  if (differs) return Status::mismatch(kPlacementMismatch);
+  return Status::ok();
 }
 
 CallDesc detail::describe_alltoallv(const std::vector<size_t>& matrix) {

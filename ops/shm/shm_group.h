@@ -63,13 +63,27 @@ struct Piece {
 class ShmArena;
 
 namespace detail {
-// The descriptors that ranks compare at the first step of an allreduce / reduce_to_leader /
-// allreduce_in_arena (`layout`: a hash of the pieces' offsets and counts).
-CallDesc describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count);
-CallDesc describe_arena_reduce(DType dtype, ReduceOp op, uint64_t layout);
+// The descriptor that ranks compare at the first step of an allreduce (slot or zero-copy
+// path alike, so that ranks on different paths differ only in `placement`) or
+// reduce_to_leader; and those of alltoallv and reduce_scatter.
+CallDesc describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count, uint64_t placement = 0);
 CallDesc describe_alltoallv(const std::vector<size_t>& matrix);
 CallDesc describe_reduce_scatter(DType dtype, ReduceOp op, const std::vector<size_t>& parts);
 }  // namespace detail
+
+// Where the pieces lie, as the ranks compare it (CallDesc::placement): a hash over every
+// piece of (its offset in this rank's region of `arena` + 1, or 0 for memory outside the
+// arena; its count). Equal on every rank exactly when every tensor is in the arena at the
+// same offset on every rank, or outside it on every rank. Never 0.
+uint64_t placement_of(const ShmArena& arena, std::span<const Piece> pieces, size_t esize);
+// The per-piece values that placement_of hashes (offset + 1, or 0), for error messages.
+uint64_t piece_placement(const ShmArena& arena, const Piece& piece, size_t esize);
+
+// The message of a call that failed only because the ranks' buffers lie in different
+// places (ShmGroup::allreduce, allreduce_in_arena); Status code kMismatch.
+inline constexpr const char* kPlacementMismatch =
+    "shared memory: the ranks' buffers of this allreduce lie in different places (kolo's "
+    "shared memory on some ranks and private memory on others, or different offsets)";
 
 class ShmGroup {
  public:
@@ -108,17 +122,24 @@ class ShmGroup {
   ShmGroup& operator=(const ShmGroup&) = delete;
 
   // In-place allreduce. Each rank's values are multiplied by `prescale` first; the result is
-  // divided by local_size for kAverage and multiplied by `postscale` (ops::apply_postscale).
+  // divided by local_size for kAverage and multiplied by `postscale` (ops::apply_postscale);
+  // fp16/bf16 are reduced in float32 and rounded once (shm_kernels.h).
+  // `placement` (placement_of; 0: not checked) must be equal on every rank: where it is not
+  // (or a peer calls allreduce_in_arena instead) every rank returns kMismatch with
+  // kPlacementMismatch at the first step, before writing any result, and the group stays
+  // usable — only this call fails.
   Status allreduce(void* buf, size_t count, DType dtype, ReduceOp op, double prescale = 1.0,
                    double postscale = 1.0);
   Status allreduce(std::span<const Piece> pieces, DType dtype, ReduceOp op,
-                   double prescale = 1.0, double postscale = 1.0);
+                   double prescale = 1.0, double postscale = 1.0, uint64_t placement = 0);
 
   // Zero-copy allreduce: like allreduce(), for pieces that lie in this rank's region of
   // `arena` at the same offsets on every rank (ShmArena::allocate gives that when all ranks
   // allocate alike; checked). Each rank reduces its slice reading the peers' regions in
   // place and then copies the other slices from their owners: no copy into the slots; one
-  // barrier per Options::arena_chunk_bytes plus two. The pieces are prescaled in place first.
+  // barrier per Options::arena_chunk_bytes plus two. The scales are applied as the slices are
+  // reduced; nothing is written before every rank has agreed on the call and the placement
+  // (a different placement: kMismatch on every rank, group intact, as for allreduce).
   Status allreduce_in_arena(const ShmArena& arena, std::span<const Piece> pieces, DType dtype,
                             ReduceOp op, double prescale = 1.0, double postscale = 1.0);
 
@@ -173,7 +194,10 @@ class ShmGroup {
 
   enum class Target { kAll, kLeader };
   Status reduce(std::span<const Piece> pieces, DType dtype, ReduceOp op, double prescale,
-                double postscale, Target target);
+                double postscale, Target target, uint64_t placement = 0);
+  // The first step of an allreduce: waits for every rank and compares the calls (a different
+  // call breaks the group); a different placement fails this call alone.
+  Status agree_first(uint64_t e);
   Status reduce_small(std::span<const Piece> pieces, size_t total, DType dtype, ReduceOp op,
                       double prescale, double postscale, Target target, const CallDesc& d);
   Status reduce_chunked(std::span<const Piece> pieces, size_t total, DType dtype, ReduceOp op,

@@ -4,7 +4,9 @@
 // Hierarchical allreduce: reduce within the host into local rank 0 through shared memory ->
 // MPI_Allreduce among the local rank 0s of all hosts (`cross_comm`) -> broadcast within the
 // host through shared memory. Within a host only one process touches the network; every
-// rank ends with bitwise the leader's result.
+// rank ends with bitwise the leader's result. fp16/bf16 travel as float32 through the first
+// two stages (the host's partial sums are not rounded to 16 bits) and are rounded once, on
+// the leader, after the post-scale.
 //
 // Ownership: borrows the group, communicators and buffers for the call.
 // Thread safety: coordinator thread only (it makes MPI calls on kolo's communicators).

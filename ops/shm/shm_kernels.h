@@ -5,9 +5,12 @@
 // and the small-message path (every rank reduces everything) agrees bitwise with the
 // reduce-scatter path (each rank reduces its slice).
 //
-// The result is exactly that of folding ops::reduce_pair from the left (fp16/bf16 round
-// after every step, as the MPI path's user-defined op does); fp32/fp64 sums take an AVX2
-// path that does the same additions in the same order, selected at run time.
+// Integers, fp32 and fp64: the result is exactly that of folding ops::reduce_pair from the
+// left over the prescaled sources (ops::scale_copy); fp32/fp64 sums take an AVX2 path that
+// does the same multiplications and additions in the same order, selected at run time.
+// fp16/bf16: every source is widened to float32 (times the prescale, in float32), combined
+// in float32 in the same order, multiplied by the post factor and rounded to 16 bits once
+// (ops/cpu_reduce.h); sums run in registers (F16C/AVX2), other ops a block at a time.
 // Thread safety: pure functions on caller-owned memory.
 #pragma once
 
@@ -26,7 +29,9 @@ struct PostScale {
   double postscale = 1.0;
 };
 
-// dst[i] = post(((srcs[0][i] op srcs[1][i]) op srcs[2][i]) ... op srcs[n-1][i]), i < count.
+// dst[i] = post(((pre(srcs[0][i]) op pre(srcs[1][i])) op ...) op pre(srcs[n-1][i])),
+// i < count, where pre multiplies by `prescale` (as above) and post finishes like
+// ops::apply_postscale. n == 1 is allowed (the scales alone).
 // When `dst2` is given the result is stored there too (the engine writes its slice to the
 // shared slot and to the user's buffer in one pass). The post-scale costs no extra pass for
 // fp32/fp64 sums and averages (the common case: gradients); other types take a second pass
@@ -34,10 +39,10 @@ struct PostScale {
 // REQUIRES: n >= 1; dst may alias srcs[0] or srcs[1] but no later source (any source when
 // reduce_in_place_any(dtype, op)); dst2 may alias any source but not dst.
 void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
-                    ReduceOp op, void* dst2 = nullptr, PostScale post = {});
+                    ReduceOp op, void* dst2 = nullptr, PostScale post = {}, double prescale = 1.0);
 
-// True when reduce_sources may write over any of its sources (the wide fp32/fp64 sum loads
-// every source of an element before it stores that element).
+// True when reduce_sources may write over any of its sources (the wide fp32/fp64 sum and
+// every fp16/bf16 reduction read every source of an element before storing that element).
 bool reduce_in_place_any(DType dtype, ReduceOp op);
 
 // memcpy for the engine's copies between shared and private memory (non-overlapping).

@@ -74,7 +74,7 @@ Status PeerSync::wait_for(int peer, uint64_t e) {
   return wait_slow(peer, e);
 }
 
-Status PeerSync::wait_all(uint64_t e, bool check) {
+Status PeerSync::wait_all(uint64_t e, bool check, bool* placement_differs) {
   for (int j = 0; j < size_; ++j) {
     if (j == rank_) continue;
     KOLO_RETURN_IF_ERROR(wait_for(j, e));
@@ -84,13 +84,19 @@ Status PeerSync::wait_all(uint64_t e, bool check) {
   const CallDesc& mine = lines_[rank_].desc[e % 2];
   for (int j = 0; j < size_; ++j) {
     const CallDesc& theirs = lines_[j].desc[e % 2];
-    if (j == rank_ || theirs == mine) continue;
+    if (j == rank_ || theirs.same_call(mine)) continue;
     const auto text = [&](const CallDesc& d) {
       return describe_ != nullptr ? describe_(d) : std::to_string(d.what) + "/" + std::to_string(d.size);
     };
     return fail(Status::mismatch("shared memory: local rank " + std::to_string(rank_) +
                                  " called " + text(mine) + " but local rank " + std::to_string(j) +
                                  " called " + text(theirs)));
+  }
+  // Only once no rank called something else (which every rank sees alike), the placements.
+  for (int j = 0; j < size_; ++j) {
+    if (lines_[j].desc[e % 2].placement != mine.placement && placement_differs != nullptr) {
+      *placement_differs = true;
+    }
   }
   return Status::ok();
 }

@@ -38,11 +38,17 @@ namespace kolo::shm {
 struct CallDesc {
   uint64_t what = 0;  // collective kind, dtype, reduce op, root (packed by the caller)
   uint64_t size = 0;  // element count, byte count, or a hash of per-rank sizes
-  bool operator==(const CallDesc&) const = default;
+  // Where an allreduce's buffers lie (a hash of each tensor's arena offset, or "private";
+  // 0 where the caller does not check). Ranks must agree, but unlike a difference in `what`
+  // or `size` (ranks calling different collectives: the group breaks), a difference here
+  // fails only this call: every rank sees it at the call's first step, before any result
+  // is written, and the steps stay in line.
+  uint64_t placement = 0;
+  bool same_call(const CallDesc& o) const { return what == o.what && size == o.size; }
 };
 
 inline constexpr uint64_t kSegmentMagic = 0x316d6873'6f6c6f6bULL;  // "kolo shm1" (LE)
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;
 inline constexpr size_t kLine = 128;  // two cache lines: keeps the adjacent-line prefetcher
                                       // from coupling neighbours' counters
 
@@ -82,8 +88,10 @@ class PeerSync {
   // Waits until `peer` has arrived at step e.
   Status wait_for(int peer, uint64_t e);
   // Waits until every rank has arrived at e. When `check`, also compares every rank's step-e
-  // descriptor with ours and fails naming the first rank that differs (see describe()).
-  Status wait_all(uint64_t e, bool check = false);
+  // descriptor with ours: a different call fails (and breaks the group) naming the first
+  // rank that differs (see describe()); where the calls agree but some rank's `placement`
+  // differs, *placement_differs is set (every rank sees the same) and the group stays whole.
+  Status wait_all(uint64_t e, bool check = false, bool* placement_differs = nullptr);
 
   // Checks once, after every rank has published its pid, that this process can see its
   // peers' processes. Where it cannot (ranks in different pid namespaces that share

@@ -1,9 +1,11 @@
 // ShmGroup::allreduce_in_arena (ops/shm/shm_group.h): zero-copy allreduce of buffers that
 // live in a ShmArena, pipelined in chunks of Options::arena_chunk_bytes.
 //
-//   step 0: every rank's pieces are ready (prescaled in place); ranks compare their calls;
+//   step 0: every rank's pieces are ready; ranks compare their calls (and where their
+//   buffers lie: a difference fails this call only, see ShmGroup::allreduce);
 //   step k (one per chunk): rank r reduces slice r of chunk k — rank 0's values first —
-//   reading every rank's region in place, post-scales it in the same pass and writes it
+//   reading every rank's region in place, pre- and post-scales it in the same pass (so the
+//   buffers are untouched until every rank agreed, and fp16/bf16 round once) and writes it
 //   over its own slice; then it arrives at step k and copies the slices of chunk k-1 from
 //   their owners (one step behind, so a rank rarely waits, and the owner's result is still
 //   in the L3 cache);
@@ -26,20 +28,25 @@ namespace {
 
 constexpr size_t kBlockBytes = 64 * 1024;  // reduced in L2, then written over the slice
 
-// Where the pieces sit in the region (FNV-1a over offset, count): ranks must agree.
-uint64_t layout_hash(const ShmArena& arena, std::span<const Piece> pieces) {
-  uint64_t h = 1469598103934665603ULL;
-  const char* base = arena.region(arena.local_rank());
-  for (const Piece& p : pieces) {
-    const uint64_t words[2] = {static_cast<uint64_t>(static_cast<const char*>(p.data) - base), p.count};
-    for (uint64_t w : words) {
-      for (int b = 0; b < 8; ++b) h = (h ^ ((w >> (8 * b)) & 0xffu)) * 1099511628211ULL;
-    }
+uint64_t fnv_words(uint64_t h, const uint64_t (&words)[2]) {
+  for (uint64_t w : words) {
+    for (int b = 0; b < 8; ++b) h = (h ^ ((w >> (8 * b)) & 0xffu)) * 1099511628211ULL;
   }
   return h;
 }
 
 }  // namespace
+
+uint64_t piece_placement(const ShmArena& arena, const Piece& p, size_t esize) {
+  if (p.count == 0 || !arena.contains(p.data, p.count * esize)) return 0;
+  return static_cast<uint64_t>(static_cast<const char*>(p.data) - arena.region(arena.local_rank())) + 1;
+}
+
+uint64_t placement_of(const ShmArena& arena, std::span<const Piece> pieces, size_t esize) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const Piece& p : pieces) h = fnv_words(h, {piece_placement(arena, p, esize), p.count});
+  return h | 1;  // never 0 ("not checked")
+}
 
 Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece> pieces,
                                     DType dtype, ReduceOp op, double prescale, double postscale) {
@@ -57,9 +64,11 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
                                       " is not inside this rank's arena region");
     }
   }
-  for (const Piece& p : pieces) ops::scale_copy(p.data, p.data, p.count, dtype, prescale);
   if (n == 1) {
-    for (const Piece& p : pieces) ops::apply_postscale(p.data, p.count, dtype, op, 1, postscale);
+    for (const Piece& p : pieces) {
+      const void* src = p.data;
+      reduce_sources(p.data, &src, 1, p.count, dtype, op, nullptr, PostScale{true, 1, postscale}, prescale);
+    }
     return Status::ok();
   }
   const detail::Pieces all(pieces, esize);
@@ -67,8 +76,9 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
   const size_t chunk = std::max<size_t>(opts_.arena_chunk_bytes / esize, static_cast<size_t>(n) * 64);
   const char* mine = arena.region(r);
   const auto peer_copy = [&](int j, const char* p) { return arena.region(j) + (p - mine); };
-  // Ranks must also cut the same chunks: the chunk size joins the layout hash.
-  const CallDesc d = detail::describe_arena_reduce(dtype, op, layout_hash(arena, pieces) * 31 + chunk);
+  // The same descriptor as the slot path's, so that a rank on the slot path (its tensors
+  // not in the arena) differs only in the placement: this call fails, the group stays.
+  const CallDesc d = detail::describe_reduce(false, dtype, op, total, placement_of(arena, pieces, esize));
   const PostScale post{true, n, postscale};
   const bool direct = reduce_in_place_any(dtype, op);
   if (!direct) block_.resize(kBlockBytes);
@@ -79,7 +89,7 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
     all.for_range(off + slices.lo(r), slices.len(r), [&](char* user, size_t, size_t cnt) {
       if (direct) {
         for (int j = 0; j < n; ++j) srcs_[j] = peer_copy(j, user);
-        reduce_sources(user, srcs_.data(), n, cnt, dtype, op, nullptr, post);
+        reduce_sources(user, srcs_.data(), n, cnt, dtype, op, nullptr, post, prescale);
         return;
       }
       const size_t block = kBlockBytes / esize;
@@ -87,7 +97,7 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
         const size_t k = std::min(block, cnt - b);
         char* at = user + b * esize;
         for (int j = 0; j < n; ++j) srcs_[j] = peer_copy(j, at);
-        reduce_sources(block_.data(), srcs_.data(), n, k, dtype, op, nullptr, post);
+        reduce_sources(block_.data(), srcs_.data(), n, k, dtype, op, nullptr, post, prescale);
         std::memcpy(at, block_.data(), k * esize);
       }
     });
@@ -107,7 +117,7 @@ Status ShmGroup::allreduce_in_arena(const ShmArena& arena, std::span<const Piece
 
   const uint64_t e0 = sync_.next_step();
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e0, d)));
-  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e0, true)));
+  KOLO_RETURN_IF_ERROR(agree_first(e0));
   uint64_t prev = 0;
   size_t prev_off = 0, prev_m = 0;
   for (size_t off = 0; off < total; off += chunk) {

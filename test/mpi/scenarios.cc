@@ -6,6 +6,9 @@
 //   exception         rank 1 dies of an uncaught exception while rank 0 waits on it
 //   sigterm           rank 1 receives SIGTERM while rank 0 waits on it
 //   sigkill           rank 1 is killed (SIGKILL) mid-run; the job must end, naming it
+//   train-loop        steps of 8 x 256 KiB allreduces for KOLOTEST_LOOP_SECONDS (default 15),
+//                     each rank printing its host and progress; ends LOOP-DONE, or
+//                     LOOP-FAILED naming kolo's error (faults between hosts, test/hosts)
 //   autotune          300 steps of 20 tensors with KOLO_AUTOTUNE=1: results stay exact while
 //                     the settings switch, and the KOLO_AUTOTUNE_LOG CSV is complete
 #include <chrono>
@@ -15,6 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <unistd.h>
+#include <algorithm>
 #include <vector>
 
 #include "kolo/kolo.h"
@@ -66,6 +71,54 @@ int autotune_steps() {
   return 0;
 }
 
+// Gradient-like traffic until the deadline; every wait bounded (a hang would be a failure).
+int train_loop() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const char* secs = std::getenv("KOLOTEST_LOOP_SECONDS");
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::seconds(secs ? std::atoi(secs) : 15);
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::vector<std::vector<float>> grads(8, std::vector<float>(64 * 1024));
+  auto last_report = start;
+  long step = 0;
+  // Every rank runs the same number of steps: rank 0's clock decides when to stop.
+  for (int32_t go = 1; go != 0; ++step) {
+    std::vector<kolo::Handle> hs;
+    for (size_t t = 0; t < grads.size(); ++t) {
+      std::fill(grads[t].begin(), grads[t].end(), 1.0f);
+      hs.push_back(kolo::allreduce_async(kolo::TensorView::of(grads[t]), "g" + std::to_string(t), {kolo::ReduceOp::kSum}));
+    }
+    go = kolo::rank() == 0 && std::chrono::steady_clock::now() < end ? 1 : 0;
+    hs.push_back(kolo::broadcast_async(kolo::TensorView::of(&go, {1}), 0, "go"));
+    for (auto& h : hs) {
+      if (!h.wait_for(std::chrono::seconds(60))) {
+        std::printf("rank %d on %s: LOOP-HUNG at step %ld: no result after 60 s\n", kolo::rank(), host, step);
+        std::fflush(stdout);
+        return 1;
+      }
+      if (!h.status().is_ok()) {
+        std::printf("rank %d on %s: LOOP-FAILED after %.1f s at step %ld: %s\n", kolo::rank(), host, elapsed(), step,
+                    h.status().message().c_str());
+        std::fflush(stdout);
+        return 1;
+      }
+    }
+    if (grads[0][0] != static_cast<float>(kolo::size())) {
+      std::printf("rank %d on %s: WRONG at step %ld\n", kolo::rank(), host, step);
+      return 1;
+    }
+    if (std::chrono::steady_clock::now() - last_report > std::chrono::seconds(1)) {
+      last_report = std::chrono::steady_clock::now();
+      std::printf("rank %d on %s: step %ld at %.1f s\n", kolo::rank(), host, step, elapsed());
+      std::fflush(stdout);
+    }
+  }
+  std::printf("rank %d on %s: LOOP-DONE steps=%ld in %.1f s\n", kolo::rank(), host, step, elapsed());
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,6 +151,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), "waits-for-rank-1"), "PEER-LOST");
+  } else if (which == "train-loop") {
+    rc = train_loop();
   } else if (which == "autotune") {
     rc = autotune_steps();
   } else {

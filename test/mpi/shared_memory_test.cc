@@ -182,3 +182,42 @@ TEST_CASE("zero-copy allreduce equals the copy path bitwise, on every rank", "[s
     CHECK(same_on_all_ranks(fnv(shared, total * es)));
   }
 }
+
+TEST_CASE("a tensor in shared memory on some ranks and private on others fails that collective only",
+          "[shared-memory]") {
+  // Zero copy applies on one host; across hosts every tensor takes the hierarchical path.
+  if (shared_memory_capacity() == 0 || local_size() != size()) return;
+  const int odd = size() - 1;  // this rank's tensors are private, the others' shared
+  // 100,000 floats: above the one-step limit, so the sharing ranks take the zero-copy path
+  // and the odd one the slot path; 1,000: every rank on the one-step slot path.
+  for (const size_t n : {size_t{100000}, size_t{1000}}) {
+    auto* shared = allocate_shared_array<float>(n);
+    std::vector<float> priv(n);
+    float* mine = rank() == odd ? priv.data() : shared;
+    for (size_t i = 0; i < n; ++i) mine[i] = static_cast<float>(rank() + 1);
+    const std::string name = "mixed." + std::to_string(n);
+    const std::string m = wait_error(allreduce_async(TensorView{mine, DType::kFloat32, {static_cast<int64_t>(n)}}, name,
+                                                     {ReduceOp::kSum}));
+    INFO(m);
+    CHECK(m.find("allreduce \"" + name + "\"") != std::string::npos);
+    CHECK(m.find("private memory on rank " + std::to_string(odd)) != std::string::npos);
+    CHECK(m.find("kolo's shared memory (offset") != std::string::npos);
+    std::string sharing = "0";
+    for (int r = 1; r < odd; ++r) sharing += "," + std::to_string(r);
+    CHECK(m.find((odd > 1 ? ") on ranks " : ") on rank ") + sharing + " but in private") != std::string::npos);
+    CHECK(mine[0] == static_cast<float>(rank() + 1));  // nothing was written
+    CHECK(mine[n - 1] == static_cast<float>(rank() + 1));
+
+    // The next collectives work: the same name with every rank's tensor shared, another
+    // name with every rank's private; values are exact (sum of 1..size).
+    const float want = static_cast<float>(size() * (size() + 1) / 2);
+    for (size_t i = 0; i < n; ++i) shared[i] = priv[i] = static_cast<float>(rank() + 1);
+    allreduce(TensorView{shared, DType::kFloat32, {static_cast<int64_t>(n)}}, name, {ReduceOp::kSum});
+    allreduce(TensorView{priv.data(), DType::kFloat32, {static_cast<int64_t>(n)}}, name + ".private",
+              {ReduceOp::kSum});
+    CHECK(shared[0] == want);
+    CHECK(shared[n - 1] == want);
+    CHECK(priv[0] == want);
+    CHECK(priv[n - 1] == want);
+  }
+}

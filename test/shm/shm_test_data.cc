@@ -1,6 +1,7 @@
 // Reference inputs and results for the shared-memory tests: test/shm/shm_test_data.h.
 #include "test/shm/shm_test_data.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kolo/tensor.h"
@@ -63,8 +64,55 @@ std::vector<std::byte> make_input(uint64_t seed, int rank, size_t count, DType d
   return buf;
 }
 
+namespace {
+
+float to_float(const std::byte* buf, size_t i, DType dtype) {
+  return static_cast<float>(element(buf, i, dtype));  // exact for fp16 / bf16
+}
+
+// fp16/bf16: widened to float32 with the prescale, combined in float32 in rank order, the
+// post factor applied in float32, one rounding to 16 bits (docs/runtime.md).
+std::vector<std::byte> reference_half(uint64_t seed, int nranks, size_t count, DType dtype, ReduceOp op,
+                                      double prescale, double postscale) {
+  const float pre = static_cast<float>(prescale);
+  std::vector<float> acc(count);
+  for (int r = 0; r < nranks; ++r) {
+    const std::vector<std::byte> x = make_input(seed, r, count, dtype, op);
+    for (size_t i = 0; i < count; ++i) {
+      float v = to_float(x.data(), i, dtype);
+      if (pre != 1.0f) v = v * pre;
+      if (r == 0) {
+        acc[i] = v;
+        continue;
+      }
+      switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAverage: acc[i] = acc[i] + v; break;
+        case ReduceOp::kMin: acc[i] = std::min(acc[i], v); break;
+        case ReduceOp::kMax: acc[i] = std::max(acc[i], v); break;
+        case ReduceOp::kProduct: acc[i] = acc[i] * v; break;
+      }
+    }
+  }
+  double f = postscale;
+  if (op == ReduceOp::kAverage) f /= nranks;
+  const float ff = static_cast<float>(f);
+  std::vector<std::byte> out(count * 2);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = ff != 1.0f ? acc[i] * ff : acc[i];
+    const uint16_t bits = dtype == DType::kFloat16 ? float_to_half(v).bits : float_to_bf16(v).bits;
+    std::memcpy(out.data() + i * 2, &bits, 2);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::byte> reference_allreduce(uint64_t seed, int nranks, size_t count, DType dtype,
                                            ReduceOp op, double prescale, double postscale) {
+  if (dtype == DType::kFloat16 || dtype == DType::kBFloat16) {
+    return reference_half(seed, nranks, count, dtype, op, prescale, postscale);
+  }
   std::vector<std::byte> acc = make_input(seed, 0, count, dtype, op);
   ops::scale_copy(acc.data(), acc.data(), count, dtype, prescale);
   for (int r = 1; r < nranks; ++r) {

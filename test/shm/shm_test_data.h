@@ -3,7 +3,8 @@
 //
 // Each rank's values come from (seed, rank, index), so any rank can recompute all ranks'
 // inputs and fold them itself in the engine's documented order (rank 0 first, reduce_pair
-// from the left, prescale before, apply_postscale after). The engine's result must equal
+// from the left, prescale before, apply_postscale after; fp16/bf16 in float32 with one
+// rounding at the end). The engine's result must equal
 // that reference bit for bit, for every dtype — a much stricter check than a tolerance.
 // Values are small (|x| <= 4, products of <= 4 ranks) so integer ops never overflow.
 #pragma once

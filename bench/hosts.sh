@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# kolo across simulated hosts (tools/hosts/kolo-hosts) with a rate-limited link: what the
+# hierarchical allreduce buys when the link is the bottleneck. Root only.
+#
+#   bench/hosts.sh [BUILD_DIR]          RATE=500mbit HOSTS=2 PER_HOST=2 ITERS=3 bench/hosts.sh build
+#
+# 1. Set-up and tear-down time of the simulated hosts (CI's cost), 5 cycles each of 2 and 3 hosts.
+# 2. HOSTS x PER_HOST ranks, every host's link shaped to RATE (tc; both directions):
+#    a. the ResNet-50 gradient step (kolo-bench-allreduce --workload resnet50: 161 tensors,
+#       102 MB): kolo (hierarchical: shm within the host, MPI between leaders) beside flat
+#       MPI_Allreduce over all ranks (per tensor, and of all bytes in one buffer), same run;
+#    b. the same with the hierarchy off (KOLO_CPU_OPERATIONS=mpi: kolo's flat MPI executor);
+#    c. a size sweep, kolo beside MPI_Allreduce, with the hierarchy on and off.
+#    The link bound: the bytes each host must send over its link / RATE. A hierarchical
+#    allreduce over 2 hosts sends the tensor once per host (reduce-scatter + allgather between
+#    2 leaders); a flat ring over HOSTS x PER_HOST ranks sends 2(P-1)/P x PER_HOST/... more.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-$here/../build}
+tools=$here/../tools/hosts
+bench=$build/bench/kolo-bench-allreduce
+[ -x "$bench" ] || { echo "hosts.sh: $bench not built" >&2; exit 1; }
+rate=${RATE:-500mbit} hosts=${HOSTS:-2} per_host=${PER_HOST:-2} iters=${ITERS:-3}
+why=$("$tools/kolo-hosts" check) || { echo "hosts.sh: cannot make simulated hosts: $why" >&2; exit 1; }
+"$tools/kolo-hosts" cleanup
+echo "hosts.sh: load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+
+# 1. Set-up / tear-down.
+for n in 2 3; do
+  ups=() downs=()
+  for c in 1 2 3 4 5; do
+    t0=$(date +%s.%N)
+    "$tools/kolo-hosts" up -s "bs$c" -n "$n" --rate "$rate"
+    t1=$(date +%s.%N)
+    "$tools/kolo-hosts" down -s "bs$c"
+    t2=$(date +%s.%N)
+    ups+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')")
+    downs+=("$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.2f", b - a }')")
+  done
+  echo "set-up of $n hosts: ${ups[*]} s; tear-down: ${downs[*]} s"
+done
+
+# 2. The runs.
+s=bh$$
+s=${s:0:8}
+"$tools/kolo-hosts" up -s "$s" -n "$hosts" --rate "$rate"
+trap '"$tools/kolo-hosts" down -s "$s"' EXIT
+list=""
+for i in $(seq 1 "$hosts"); do list+="${list:+,}$s-h$i:$per_host"; done
+root=()
+[ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
+launch() {  # KOLO_CPU_OPERATIONS args...
+  local ops=$1
+  shift
+  "$tools/kolo-hosts" exec -s "$s" "$s-h1" env KOLO_CPU_OPERATIONS="$ops" mpirun "${root[@]}" --oversubscribe \
+    -np $((hosts * per_host)) -H "$list" --mca plm_rsh_agent "$tools/kolo-hosts-agent" --mca plm_rsh_no_tree_spawn 1 \
+    -x KOLO_CPU_OPERATIONS "$bench" "$@"
+}
+bits=$(awk -v r="${rate,,}" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
+  else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
+bytes=$((25557032 * 4))
+bound_ms=$(awk -v b="$bytes" -v r="$bits" 'BEGIN { printf "%.0f", b * 8 / r * 1000 }')
+echo "link: $rate per host each way ($(tc -n "kolo-$s-h1" qdisc show dev eth0 | head -1 | cut -d' ' -f2));" \
+     "ResNet-50 gradients $bytes bytes; link bound (each host sends them once): $bound_ms ms"
+for ops in auto mpi; do
+  echo "== ResNet-50 gradient step, $hosts hosts x $per_host ranks, KOLO_CPU_OPERATIONS=$ops" \
+       "($([ "$ops" = auto ] && echo "hierarchical" || echo "hierarchy off: flat MPI executor"))"
+  launch "$ops" --workload resnet50 --warmup 1 --iters "$iters" 2>&1 | grep -E "^#|^  " |
+    awk -v b="$bound_ms" '{ print } /kolo, every tensor named and async/ {
+      for (i = 1; i <= NF; ++i) if ($i == "median") m = $(i + 1); printf "  -> kolo median / link bound: %.2fx\n", m / b }'
+done
+for ops in auto mpi; do
+  echo "== size sweep, $hosts hosts x $per_host ranks, KOLO_CPU_OPERATIONS=$ops (kolo beside MPI_Allreduce)"
+  launch "$ops" --min-bytes 64K --max-bytes 16M --factor 4 --warmup 2 --iters 5 2>&1 | grep -vE "^\s*$"
+done

@@ -1,0 +1,202 @@
+// fp16 / bf16 allreduce accumulates in float32 and rounds once, with every CPU executor:
+// shared memory (slot and zero-copy paths), MPI (KOLO_CPU_OPERATIONS=mpi) and the
+// hierarchical path (KOLO_TEST_RANKS_PER_HOST). The reference, computed by every rank for
+// itself: widen each rank's value to float32 (times the prescale), add in float32, multiply
+// by float(postscale / ranks) for an average (float(postscale) for a sum), round to 16 bits.
+//
+// Across executors the order of the float32 additions differs (MPI chooses its own), so the
+// first cases use values whose float32 sums are exact in any order: multiples of 1/64
+// (fp16) or 1/4 (bf16) below 32 and 64. Their sums need more bits than 16-bit floats hold,
+// so the final rounding matters — and rounding after every combine (kolo before this
+// change, Horovod's CPU path) gives other results, which the test checks it would notice.
+// On the shared-memory path, where kolo fixes the order (rank 0 first), arbitrary values
+// must equal the rank-ordered reference bit for bit as well.
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mpi_test_util.h"
+
+using namespace kolo;
+using namespace kolo::test;
+
+namespace {
+
+bool is_f16(DType t) { return t == DType::kFloat16; }
+
+uint16_t to16(DType t, float v) { return is_f16(t) ? float_to_half(v).bits : float_to_bf16(v).bits; }
+float from16(DType t, uint16_t b) { return is_f16(t) ? half_to_float(Half{b}) : bf16_to_float(BFloat16{b}); }
+
+uint64_t mix(uint64_t seed, int r, size_t i) {
+  uint64_t k = seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r + 1) * 0xBF58476D1CE4E5B9ULL + i * 0x94D049BB133111EBULL;
+  k ^= k >> 31;
+  k *= 0xD6E8FEB86659FD93ULL;
+  return k ^ (k >> 32);
+}
+
+// Exact-sum inputs: k/64 (fp16) or k/4 (bf16) with |k| < 2048 or 256.
+uint16_t exact_input(DType t, uint64_t seed, int r, size_t i) {
+  const uint64_t k = mix(seed, r, i);
+  const float v = is_f16(t) ? static_cast<float>(static_cast<int>(k % 4095) - 2047) / 64.0f
+                            : static_cast<float>(static_cast<int>(k % 511) - 255) / 4.0f;
+  return to16(t, v);
+}
+
+// Arbitrary finite inputs in (-16, 16) with all the mantissa bits the type has.
+uint16_t noisy_input(DType t, uint64_t seed, int r, size_t i) {
+  const uint64_t k = mix(seed, r, i);
+  const float v = static_cast<float>(static_cast<double>(k % 1000000007ULL) / 1000000007.0 * 32.0 - 16.0);
+  return to16(t, v);
+}
+
+using Input = uint16_t (*)(DType, uint64_t, int, size_t);
+
+// The float32-accumulated, once-rounded result over `ranks` ranks (rank 0 first).
+uint16_t reference(Input in, DType t, uint64_t seed, int ranks, size_t i, ReduceOp op, double pre, double post) {
+  const float p = static_cast<float>(pre);
+  float acc = 0.0f;
+  for (int r = 0; r < ranks; ++r) {
+    float v = from16(t, in(t, seed, r, i));
+    if (p != 1.0f) v = v * p;
+    acc = r == 0 ? v : acc + v;
+  }
+  const float f = static_cast<float>(op == ReduceOp::kAverage ? post / ranks : post);
+  return to16(t, f != 1.0f ? acc * f : acc);
+}
+
+// What rounding after every step would give (the behaviour this test rules out): the
+// prescaled input, every combine and the post-scaled result each rounded to 16 bits.
+uint16_t rounded_each_step(Input in, DType t, uint64_t seed, int ranks, size_t i, ReduceOp op, double pre,
+                           double post) {
+  const auto input = [&](int r) { return to16(t, from16(t, in(t, seed, r, i)) * static_cast<float>(pre)); };
+  uint16_t acc = input(0);
+  for (int r = 1; r < ranks; ++r) acc = to16(t, from16(t, acc) + from16(t, input(r)));
+  const float f = static_cast<float>(op == ReduceOp::kAverage ? post / ranks : post);
+  return to16(t, from16(t, acc) * f);
+}
+
+struct Case {
+  DType dtype;
+  ReduceOp op;
+  double pre, post;
+};
+
+const Case kCases[] = {
+    {DType::kFloat16, ReduceOp::kSum, 1.0, 1.0},  {DType::kFloat16, ReduceOp::kAverage, 1.0, 1.0},
+    {DType::kFloat16, ReduceOp::kAverage, 0.5, 3.0}, {DType::kBFloat16, ReduceOp::kSum, 1.0, 1.0},
+    {DType::kBFloat16, ReduceOp::kAverage, 1.0, 1.0}, {DType::kBFloat16, ReduceOp::kSum, 1.0, 3.0},
+};
+
+// Odd sizes: tiny, the one-step shared-memory path, above it (chunked), several of the MPI
+// executor's 1 MiB chunks.
+const size_t kCounts[] = {1, 7, 1001, 70001, 300007, 1100003};
+
+// Allreduces one tensor per size (submitted together, so small ones fuse) in `mem` (bytes
+// for every size, laid end to end), filled from `in`, and returns "" or the first element
+// that differs from the reference.
+std::string run_case(const Case& c, Input in, uint64_t seed, uint16_t* mem, const std::string& tag) {
+  size_t total = 0;
+  for (size_t n : kCounts) total += n;
+  for (size_t i = 0; i < total; ++i) mem[i] = in(c.dtype, seed, rank(), i);
+  std::vector<Handle> hs;
+  size_t at = 0;
+  for (size_t k = 0; k < std::size(kCounts); at += kCounts[k], ++k) {
+    const TensorView v{mem + at, c.dtype, {static_cast<int64_t>(kCounts[k])}};
+    hs.push_back(allreduce_async(v, tag + "." + std::to_string(k), {c.op, c.pre, c.post}));
+  }
+  for (auto& h : hs) wait_ok(h);
+  for (size_t i = 0; i < total; ++i) {
+    const uint16_t want = reference(in, c.dtype, seed, size(), i, c.op, c.pre, c.post);
+    if (mem[i] != want) {
+      return tag + ": element " + std::to_string(i) + " is " + std::to_string(from16(c.dtype, mem[i])) +
+             " (bits " + std::to_string(mem[i]) + "), the float32-accumulated result rounded once is " +
+             std::to_string(from16(c.dtype, want)) + " (bits " + std::to_string(want) + ")";
+    }
+  }
+  return "";
+}
+
+std::string case_tag(const char* what, const Case& c) {
+  return std::string(what) + "." + std::string(dtype_name(c.dtype)) + "." + std::string(reduce_op_name(c.op)) +
+         ".pre" + std::to_string(c.pre) + ".post" + std::to_string(c.post);
+}
+
+size_t total_count() {
+  size_t total = 0;
+  for (size_t n : kCounts) total += n;
+  return total;
+}
+
+// Every case of kCases through run_case.
+void check_cases(Input in, uint64_t seed, uint16_t* mem, const char* what) {
+  for (const Case& c : kCases) {
+    const std::string why = run_case(c, in, ++seed, mem, case_tag(what, c));
+    INFO(why);
+    CHECK(why.empty());
+  }
+}
+
+// The shared-memory executor on one host (the default configuration): kolo fixes the order.
+bool rank_ordered() {
+  return std::getenv("KOLO_CPU_OPERATIONS") == nullptr && std::getenv("KOLO_TEST_RANKS_PER_HOST") == nullptr &&
+         local_size() == size();
+}
+
+}  // namespace
+
+TEST_CASE("fp16/bf16 sum and average equal the float32-accumulated result rounded once", "[half-precision]") {
+  std::vector<uint16_t> mem(total_count());
+  check_cases(exact_input, 1300, mem.data(), "exact");
+}
+
+TEST_CASE("the exact-sum inputs tell one rounding from a rounding per step", "[half-precision]") {
+  // Not a check of kolo: a check that the first test would catch the old behaviour. At
+  // np 2 a plain sum has one combine, so only the scaled case can differ there.
+  for (const Case& c : kCases) {
+    if (size() == 2 && c.pre == 1.0 && c.post == 1.0) continue;
+    size_t differ = 0;
+    for (size_t i = 0; i < 10000; ++i) {
+      differ += reference(exact_input, c.dtype, 7, size(), i, c.op, c.pre, c.post) !=
+                rounded_each_step(exact_input, c.dtype, 7, size(), i, c.op, c.pre, c.post);
+    }
+    INFO(case_tag("exact", c) << " at np " << size());
+    CHECK(differ > 0);
+  }
+}
+
+TEST_CASE("an fp16 average of 40000 on every rank is 40000, not inf", "[half-precision]") {
+  // 40000 is a half; the sum over 2-4 ranks is not (65504 is the largest), the average is.
+  const size_t n = 1003;
+  std::vector<Half> v(n, float_to_half(40000.0f));
+  allreduce(TensorView{v.data(), DType::kFloat16, {static_cast<int64_t>(n)}}, "half.average.40000",
+            {ReduceOp::kAverage});
+  for (size_t i = 0; i < n; ++i) {
+    INFO("element " << i);
+    REQUIRE(half_to_float(v[i]) == 40000.0f);
+  }
+  // Fused with other tensors, and through the chunked path (300,001 elements > 256 KiB).
+  std::vector<Half> big(300001, float_to_half(-40000.0f)), small(5, float_to_half(40000.0f));
+  Handle a = allreduce_async(TensorView{big.data(), DType::kFloat16, {300001}}, "half.average.big", {ReduceOp::kAverage});
+  Handle b = allreduce_async(TensorView{small.data(), DType::kFloat16, {5}}, "half.average.small", {ReduceOp::kAverage});
+  wait_ok(a);
+  wait_ok(b);
+  CHECK(half_to_float(big[0]) == -40000.0f);
+  CHECK(half_to_float(big[300000]) == -40000.0f);
+  CHECK(half_to_float(small[4]) == 40000.0f);
+}
+
+TEST_CASE("on shared memory arbitrary fp16/bf16 values equal the rank-ordered float32 result", "[half-precision]") {
+  if (!rank_ordered()) return;  // MPI picks its own order of additions
+  std::vector<uint16_t> mem(total_count());
+  check_cases(noisy_input, 1400, mem.data(), "noisy");
+}
+
+TEST_CASE("zero-copy fp16/bf16 (tensors in kolo's shared memory) round once too", "[half-precision]") {
+  if (shared_memory_capacity() < total_count() * 2 || !rank_ordered()) return;
+  auto* mem = static_cast<uint16_t*>(allocate_shared(total_count() * 2));
+  check_cases(noisy_input, 1500, mem, "zero-copy");
+}
