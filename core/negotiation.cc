@@ -349,6 +349,12 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
                 " have joined (kolo::join()), and joined ranks take part in allreduce, allgather and broadcast only";
       return;
     }
+    if (first.kind == OpKind::kAllreduce && first.prescale != 1.0 && first.reduce_op != ReduceOp::kSum &&
+        first.reduce_op != ReduceOp::kAverage) {
+      r.error = what + "rank(s) " + join_ranks(std::vector<int>(r.joined.begin(), r.joined.end())) +
+                " have joined (kolo::join()); with joined ranks a prescale applies to sum and average only";
+      return;
+    }
     if (first.kind == OpKind::kBroadcast && std::binary_search(r.joined.begin(), r.joined.end(), first.root)) {
       r.error = what + "the root, rank " + std::to_string(first.root) +
                 ", has joined (kolo::join()) and has no data to broadcast";
