@@ -30,7 +30,7 @@ start_job() {  # SECONDS: starts the job in the background; sets job_pid
   : >"$log"
   mpirun "${root[@]}" --oversubscribe -np 4 -H "$h1:2,$h2:2" --mca plm_rsh_agent "$KOLO_HOSTS_AGENT" \
     --mca plm_rsh_no_tree_spawn 1 -x KOLOTEST_LOOP_SECONDS="$1" -x KOLO_STALL_SHUTDOWN_TIME_SECONDS \
-    "$scenario" train-loop >"$log" 2>&1 &
+    -x KOLO_PEER_TIMEOUT_SECONDS=15 "$scenario" train-loop >"$log" 2>&1 &
   job_pid=$!
   # Running once every rank has reported a step.
   for _ in $(seq 1 300); do
