@@ -494,15 +494,16 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     s = live->dead();  // the rest of a list after a peer died: nothing can complete
   } else {
     // With joined ranks (core/join.h): an average divides by the ranks that contributed, so
-    // the executors sum and the division follows here; a stand-in is the identity already
-    // and is not prescaled.
+    // the executors sum and the division follows here. A stand-in keeps the response's
+    // prescale: every rank must run the same call (the shared-memory kernels apply the
+    // calling rank's prescale to every source), and the identity of a sum scales to itself;
+    // min/max/product with a prescale and joined ranks are refused in negotiation.
     const Response* run = &r;
     const bool average_joined =
         !r.joined.empty() && r.type == Response::Type::kAllreduce && r.reduce_op == ReduceOp::kAverage;
-    if (average_joined || (stand_in && r.prescale != 1.0)) {
+    if (average_joined) {
       adjusted_ = r;
-      if (average_joined) adjusted_.reduce_op = ReduceOp::kSum, adjusted_.postscale = 1.0;
-      if (stand_in) adjusted_.prescale = 1.0;
+      adjusted_.reduce_op = ReduceOp::kSum, adjusted_.postscale = 1.0;
       run = &adjusted_;
     }
     Executor* chosen = nullptr;

@@ -169,7 +169,10 @@ Status ShmExecutor::allreduce(const Response& r, std::vector<TensorEntry>& entri
   } else {
     // With an arena every rank says where its tensors lie, so that a rank whose tensors are
     // in it while a peer's are not fails this collective (not the group, not a later one).
-    const uint64_t placement = arena_ != nullptr ? placement_of(*arena_, pieces_, dtype_size(r.dtype)) : 0;
+    // Not with joined ranks: a joined rank's stand-in is private by design while its peers'
+    // gradients may lie in the arena, and this path copies through the slots either way.
+    const bool check = arena_ != nullptr && r.joined.empty();
+    const uint64_t placement = check ? placement_of(*arena_, pieces_, dtype_size(r.dtype)) : 0;
     s = group_->allreduce(pieces_, r.dtype, r.reduce_op, r.prescale, r.postscale, placement);
   }
   if (s.code() == Status::Code::kMismatch && group_->health().is_ok()) return placement_error(r);
