@@ -224,6 +224,19 @@ def _contiguous_work(tensor):
     return t if t.is_contiguous() else t.contiguous()
 
 
+
+def _write_back(tensor, work):
+    """The completion step of an in-place op on `tensor` that ran on `work`: nothing when
+    `work` is `tensor`'s own contiguous storage, else a copy back into `tensor`."""
+    if work.data_ptr() == tensor.data_ptr() and work.is_contiguous() and tensor.is_contiguous():
+        return lambda: tensor
+
+    def finish():
+        with torch.no_grad():
+            tensor.copy_(work)
+        return tensor
+    return finish
+
 def _op_code(op, average, what):
     if average is not None:
         if op is not None:
@@ -255,13 +268,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     op = _op_code(op, average, "allreduce_async_")
     name = _name("allreduce", name)
     work = _contiguous_work(tensor)
-    if work.data_ptr() == tensor.data_ptr() and work.is_contiguous() and tensor.is_contiguous():
-        finish = lambda: tensor  # noqa: E731
-    else:
-        def finish():
-            with torch.no_grad():
-                tensor.copy_(work)
-            return tensor
+    finish = _write_back(tensor, work)
     return _allreduce_into(work, name, op, prescale_factor, postscale_factor, (tensor, work), finish)
 
 
@@ -369,13 +376,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=None):
     _check_process_set(process_set)
     name = _name("broadcast", name)
     work = _contiguous_work(tensor)
-    if work.data_ptr() == tensor.data_ptr() and tensor.is_contiguous():
-        finish = lambda: tensor  # noqa: E731
-    else:
-        def finish():
-            with torch.no_grad():
-                tensor.copy_(work)
-            return tensor
+    finish = _write_back(tensor, work)
     return _broadcast_into(work, root_rank, name, (tensor, work), finish)
 
 
