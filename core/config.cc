@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "core/process_set.h"
+
 extern char** environ;
 
 namespace kolo {
@@ -28,7 +30,8 @@ const std::set<std::string>& known_names() {
       "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY",
       "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES",
       "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
-      "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS"};
+      "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
+      "KOLO_PROCESS_SETS"};
   return names;
 }
 
@@ -161,6 +164,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     *field = static_cast<int>(d);
     return Status::ok();
   };
+  if (auto v = lookup("KOLO_PROCESS_SETS")) KOLO_RETURN_IF_ERROR(parse_process_sets(*v, &c.process_sets));
   if (auto v = lookup("KOLO_CACHE_CAPACITY")) {
     double d = 0;
     if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e8)

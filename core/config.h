@@ -68,6 +68,10 @@ struct Config {
   // The interface for traffic between hosts: must exist on every host; Open MPI's TCP BTL
   // and NCCL's sockets use it unless their own variables say otherwise (empty = theirs).
   std::string network_interface;         // KOLO_NETWORK_INTERFACE
+  // Process sets registered at init (ids 1, 2, ... in this order), e.g. "0,1;2,3"; every
+  // rank must give the same (core/process_set.h). Ranks are checked against the job's size
+  // by init().
+  std::vector<std::vector<int>> process_sets;  // KOLO_PROCESS_SETS
 
   using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
   // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.
