@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -68,6 +69,10 @@ struct Config {
   // The interface for traffic between hosts: must exist on every host; Open MPI's TCP BTL
   // and NCCL's sockets use it unless their own variables say otherwise (empty = theirs).
   std::string network_interface;         // KOLO_NETWORK_INTERFACE
+  // KVStore (kolo/kvstore.h): the last this many ranks are parameter servers (dist types).
+  int num_servers = 0;                   // KOLO_NUM_SERVERS
+  // ... and a key of at least this many elements is split across all of them.
+  int64_t kvstore_bigarray_bound = 1000000;  // KOLO_KVSTORE_BIGARRAY_BOUND
 
   using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
   // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.
