@@ -29,7 +29,8 @@ const std::set<std::string>& known_names() {
       "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES",
       "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
       "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
-      "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND"};
+      "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
+      "KOLO_TEST_STALL_SECONDS"};
   return names;
 }
 
@@ -129,6 +130,12 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e6)
       return bad_value("KOLO_TEST_RANKS_PER_HOST", *v, "a whole number of ranks per host (0 = real hosts)");
     c.ranks_per_host_override = static_cast<int>(d);
+  }
+  if (auto v = lookup("KOLO_TEST_STALL_SECONDS")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d > 3600)
+      return bad_value("KOLO_TEST_STALL_SECONDS", *v, "a number of seconds from 0 (off) to 3600");
+    c.test_stall_seconds = d;
   }
   if (auto v = lookup("KOLO_TIMELINE")) c.timeline_path = *v;
   if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {

@@ -51,6 +51,10 @@ struct Config {
   double peer_timeout_seconds = 5.0;     // KOLO_PEER_TIMEOUT_SECONDS
   // Test hook: pretend every `n` consecutive ranks share a host (0 = real hosts).
   int ranks_per_host_override = 0;       // KOLO_TEST_RANKS_PER_HOST
+  // Test hook: the coordinator sleeps this long before it executes each collective, outside
+  // any wait (no dead-peer check, no heartbeat from its waits): a long CPU step in a starved
+  // process, made deterministic (0 = off; core/liveness.h).
+  double test_stall_seconds = 0.0;       // KOLO_TEST_STALL_SECONDS
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
