@@ -73,7 +73,11 @@ Status Transport::create(const Config& config, Roles roles, std::unique_ptr<Tran
   t->channel_ = std::make_unique<ops::MpiChannel>(t->comm_);
   t->liveness_ = std::make_unique<Liveness>(
       t->rank_, std::move(peers), std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_seconds * 1000.0)),
-      t->channel_.get());
+      t->channel_.get(), [] {
+        int level = 0;
+        MPI_Query_thread(&level);
+        return level >= MPI_THREAD_MULTIPLE;  // heartbeats on the liveness' own thread
+      }());
   *out = std::move(t);
   return Status::ok();
 }
