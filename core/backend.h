@@ -42,7 +42,8 @@ class ControlChannel {
   virtual Status progress(size_t* in_flight) = 0;
   // Liveness messages (core/liveness.h), fire and forget: a heartbeat (empty `notice`) or
   // a dead-peer notice (its text; the caller keeps `notice` alive until the process ends).
-  // poll_heartbeat returns one that has arrived, if any (*got=false otherwise).
+  // poll_heartbeat returns one that has arrived, if any (*got=false otherwise). The MPI
+  // channel allows these two from a second thread (MPI_THREAD_MULTIPLE); others need not.
   virtual Status send_heartbeat(int /*peer*/, const std::string& /*notice*/) { return Status::ok(); }
   virtual Status poll_heartbeat(int* /*source*/, std::string* /*notice*/, bool* got) {
     *got = false;

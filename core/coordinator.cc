@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "core/burst_hold.h"
 #include "core/fusion.h"
@@ -607,6 +608,8 @@ void Coordinator::execute_one(const Response& r, Status taken) {
         break;
       }
     }
+    if (config_.test_stall_seconds > 0)  // test hook (KOLO_TEST_STALL_SECONDS): busy, not waiting
+      std::this_thread::sleep_for(std::chrono::duration<double>(config_.test_stall_seconds));
     const auto t0 = Clock::now();
     if (executors != nullptr)
       s = chosen ? chosen->execute(*run, entries)

@@ -136,8 +136,18 @@ class MpiBackend final : public Backend {
     }
     liveness_ = std::make_unique<Liveness>(
         topo_.rank, std::move(peers),
-        std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_seconds * 1000.0)), channel_.get());
+        std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_seconds * 1000.0)), channel_.get(),
+        thread_level() >= MPI_THREAD_MULTIPLE);
+    if (topo_.size > 1 && !liveness_->has_listener_thread())
+      KOLO_LOG(LogLevel::kDebug, "heartbeats from the coordinator's waits (no listener thread: MPI thread level "
+                                     << thread_level() << ", or no peer on another host)");
     return Status::ok();
+  }
+
+  static int thread_level() {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    return provided;
   }
 
   Liveness* liveness() override { return liveness_.get(); }
@@ -226,6 +236,7 @@ class MpiBackend final : public Backend {
   void finalize() override {
     if (finalized_) return;
     finalized_ = true;
+    if (liveness_) liveness_->stop();  // its thread uses the channel and the communicators
     while (!sets_.empty()) release_set(sets_.begin()->first);
     executors_.clear();
     gpu_executors_.clear();
