@@ -152,10 +152,20 @@ class MpiBackend final : public Backend {
 
   Liveness* liveness() override { return liveness_.get(); }
 
-  Status rendezvous() override {
-    if (topo_.size == 1) return Status::ok();
+  Status rendezvous() override { return topo_.size == 1 ? Status::ok() : wait_barrier(data_); }
+
+  Status rendezvous_set(int32_t id, const std::vector<int>& members) override {
+    if (members.size() < 2) return Status::ok();
+    const std::vector<Executor*>* unused = nullptr;
+    KOLO_RETURN_IF_ERROR(set_executors(id, members, &unused));
+    return wait_barrier(sets_.at(id).comm);
+  }
+
+  // An MPI_Ibarrier on `comm`, polled: spins briefly, then yields, then sleeps, consulting the
+  // dead-peer check all along.
+  Status wait_barrier(MPI_Comm comm) {
     MPI_Request req;
-    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Ibarrier(data_, &req), "MPI_Ibarrier"));
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Ibarrier(comm, &req), "MPI_Ibarrier"));
     const auto start = std::chrono::steady_clock::now();
     auto warn_at = start + std::chrono::seconds(60);
     for (;;) {
