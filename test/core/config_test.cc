@@ -115,6 +115,20 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
   CHECK(msg("KOLO_VERBOSE", "yes") == "KOLO_VERBOSE=\"yes\" is not valid: expected 0 or 1");
   CHECK(msg("KOLO_NETWORK_INTERFACE", "eth0,eth1").find("one network interface name") != std::string::npos);
   CHECK(msg("KOLO_NETWORK_INTERFACE", "").find("KOLO_NETWORK_INTERFACE") == 0);
+  CHECK(msg("KOLO_NUM_SERVERS", "-1") ==
+        "KOLO_NUM_SERVERS=\"-1\" is not valid: expected a whole number of server ranks (0 = none)");
+  CHECK(msg("KOLO_NUM_SERVERS", "1.5").find("whole number") != std::string::npos);
+  CHECK(msg("KOLO_KVSTORE_BIGARRAY_BOUND", "0").find("at least 1") != std::string::npos);
+}
+
+TEST_CASE("KVStore knobs", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.num_servers == 0);
+  CHECK(c.kvstore_bigarray_bound == 1000000);
+  REQUIRE(parse({{"KOLO_NUM_SERVERS", "2"}, {"KOLO_KVSTORE_BIGARRAY_BOUND", "4096"}}, &c).is_ok());
+  CHECK(c.num_servers == 2);
+  CHECK(c.kvstore_bigarray_bound == 4096);
 }
 
 TEST_CASE("KOLO_VERBOSE and KOLO_NETWORK_INTERFACE", "[config]") {

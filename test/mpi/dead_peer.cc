@@ -27,21 +27,12 @@
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "test/dead_peer_util.h"
 
 namespace {
 
-double now_s() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-[[noreturn]] void die() {
-  std::printf("VICTIM rank %d t=%.6f\n", kolo::rank(), now_s());
-  std::fflush(stdout);
-  kill(getpid(), SIGKILL);
-  for (;;) pause();
-}
+using kolo::test::die;
+using kolo::test::now_s;
 
 // A survivor's handle must fail (not hang: the driver's 10 s bound is checked against t).
 int report(const kolo::Handle& h, const char* label) {
