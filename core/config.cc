@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "core/process_set.h"
+
 extern char** environ;
 
 namespace kolo {
@@ -30,7 +32,7 @@ const std::set<std::string>& known_names() {
       "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
       "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
-      "KOLO_TEST_STALL_SECONDS"};
+      "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS"};
   return names;
 }
 
@@ -169,6 +171,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     *field = static_cast<int>(d);
     return Status::ok();
   };
+  if (auto v = lookup("KOLO_PROCESS_SETS")) KOLO_RETURN_IF_ERROR(parse_process_sets(*v, &c.process_sets));
   if (auto v = lookup("KOLO_CACHE_CAPACITY")) {
     double d = 0;
     if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e8)

@@ -73,6 +73,10 @@ struct Config {
   // The interface for traffic between hosts: must exist on every host; Open MPI's TCP BTL
   // and NCCL's sockets use it unless their own variables say otherwise (empty = theirs).
   std::string network_interface;         // KOLO_NETWORK_INTERFACE
+  // Process sets registered at init (ids 1, 2, ... in this order), e.g. "0,1;2,3"; every
+  // rank must give the same (core/process_set.h). Ranks are checked against the job's size
+  // by init().
+  std::vector<std::vector<int>> process_sets;  // KOLO_PROCESS_SETS
   // KVStore (kolo/kvstore.h): the last this many ranks are parameter servers (dist types).
   int num_servers = 0;                   // KOLO_NUM_SERVERS
   // ... and a key of at least this many elements is split across all of them.
