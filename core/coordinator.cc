@@ -426,7 +426,7 @@ MessageTable* Coordinator::table_for(int32_t id) {
   if (id == 0) return &table_;
   if (auto it = set_tables_.find(id); it != set_tables_.end()) return it->second.get();
   const std::vector<int>* members = set_members(id);
-  if (members == nullptr) return nullptr;
+  if (members == nullptr || members->empty()) return nullptr;  // empty: refused by add_process_set
   return set_tables_.emplace(id, std::make_unique<MessageTable>(id, *members)).first->second.get();
 }
 
@@ -591,7 +591,11 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     KOLO_LOG(LogLevel::kError, s.message());
     return;
   }
-  if (r.type != Response::Type::kError && !member_of(r)) return;  // another set's collective
+  if (r.type != Response::Type::kError && !member_of(r)) {  // another set's collective
+    if (timeline_)
+      for (const auto& n : r.names) timeline_->end(n);  // rank 0 queued it in its timeline
+    return;
+  }
   if (timeline_) {
     static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR", "ALLTOALL", "REDUCESCATTER"};
     for (const auto& n : r.names) {

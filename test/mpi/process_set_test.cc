@@ -182,6 +182,13 @@ TEST_CASE("process sets: members that disagree fail on every member, and the set
     if (!odd_one) views.push_back(TensorView::of(b));
     const std::string eg = wait_error(grouped_allreduce_async(views, "ps.grp.mismatch", {ReduceOp::kSum, 1, 1, set}));
     CHECK_THAT(eg, Catch::Contains("group size"));
+    // Alltoall: the last member gives one split too many.
+    std::vector<int64_t> splits(static_cast<size_t>(set.size() + (odd_one ? 1 : 0)), 1);
+    std::vector<int64_t> rows(splits.size(), 1);
+    const std::string ea = wait_error(alltoall_async(TensorView::of(rows), splits, "ps.a2a.mismatch", set));
+    CHECK_THAT(ea, Catch::Contains("rank " + std::to_string(members.back()) + " gave " +
+                                   std::to_string(set.size() + 1) + " splits"));
+    CHECK_THAT(ea, Catch::Contains("for " + std::to_string(set.size()) + " ranks"));
     // Usable afterwards.
     std::vector<int32_t> ok(3, 1);
     allreduce(TensorView::of(ok), "ps.after", {ReduceOp::kSum, 1, 1, set});
