@@ -1,6 +1,7 @@
 // kolo::Handle and its shared state (see kolo/handle.h, core/handle_state.h).
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "core/handle_state.h"
 
@@ -105,7 +106,7 @@ bool Handle::wait_for(std::chrono::milliseconds timeout) const {
   return s.cv.wait_for(lock, timeout, [&] { return s.done; });
 }
 
-const Tensor& Handle::output() const {
+const Tensor& Handle::output() const& {
   const auto& s = must(state_);
   if (s.is_group || (s.kind != OpKind::kAllgather && s.kind != OpKind::kAlltoall && s.kind != OpKind::kReducescatter))
     throw Error(Status::invalid_argument("kolo::Handle::output() on \"" + s.name + "\": only a single allgather, "
@@ -125,7 +126,7 @@ const std::vector<int64_t>& Handle::received_splits() const {
   return state_->received_splits;
 }
 
-const std::vector<Tensor>& Handle::outputs() const {
+const std::vector<Tensor>& Handle::outputs() const& {
   const auto& s = must(state_);
   if (!s.is_group || s.kind == OpKind::kAllreduce)
     throw Error(Status::invalid_argument("kolo::Handle::outputs() on \"" + s.name +
@@ -141,6 +142,13 @@ const Tensor& Handle::gathered() const {
                                          std::string(op_kind_name(state_->kind))));
   throw_if_error(status());
   return state_->gathered;
+}
+
+// The state is never const (handles share it); the const& forms check, wait and throw.
+Tensor Handle::output() && { return std::move(const_cast<Tensor&>(std::as_const(*this).output())); }
+
+std::vector<Tensor> Handle::outputs() && {
+  return std::move(const_cast<std::vector<Tensor>&>(std::as_const(*this).outputs()));
 }
 
 void synchronize(const Handle& h) { throw_if_error(h.status()); }

@@ -365,7 +365,7 @@ Handle allgather_async(const TensorView& input, const std::string& name, const P
 
 Tensor allgather(const TensorView& input, const std::string& name, const ProcessSet& set) {
   Handle h = allgather_async(input, name, set);
-  return h.gathered();
+  return std::move(h).output();  // allgather: the same tensor as gathered(), moved out
 }
 
 Handle allreduce_async(const TensorView& input, const TensorView& output, const std::string& name,
@@ -412,9 +412,8 @@ Handle alltoall_async(const TensorView& input, const std::string& name, const Pr
 Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
                 std::vector<int64_t>* received_splits, const ProcessSet& set) {
   Handle h = alltoall_async(input, splits, name, set);
-  Tensor out = h.output();
   if (received_splits) *received_splits = h.received_splits();
-  return out;
+  return std::move(h).output();
 }
 
 Tensor alltoall(const TensorView& input, const std::string& name, const ProcessSet& set) {

@@ -42,11 +42,17 @@ class [[nodiscard]] Handle {
   const Tensor& gathered() const;
   // Allgather, alltoall, reducescatter: this rank's result, owned by the handle (blocks until
   // done; throws on failure, and at once on the handle of any other collective or a group).
-  const Tensor& output() const;
+  const Tensor& output() const&;
+  // On an rvalue handle (a temporary, or std::move(h)): the same result moved out of the
+  // handle instead of copied — the synchronous forms (kolo::alltoall, ...) return it so, with
+  // no second copy of a large result. Copies of the handle see an empty tensor afterwards.
+  Tensor output() &&;
   // Alltoall only: the rows received from each rank, in rank order (blocks; throws likewise).
   const std::vector<int64_t>& received_splits() const;
   // Grouped allgather / reducescatter only: member i's result at [i] (blocks; throws likewise).
-  const std::vector<Tensor>& outputs() const;
+  const std::vector<Tensor>& outputs() const&;
+  // On an rvalue handle: the results moved out, as output() && does.
+  std::vector<Tensor> outputs() &&;
 
  private:
   std::shared_ptr<detail::HandleState> state_;
