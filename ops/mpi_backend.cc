@@ -319,8 +319,13 @@ class MpiBackend final : public Backend {
       so.liveness = liveness_.get();
       // Collective over the set: every member gets the executor or none does.
       Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
-      if (s.is_ok()) x->list.push_back(x->shm.get());
-      else KOLO_LOG(LogLevel::kInfo, "process set " << id << ": shared memory unavailable, using MPI: " << s.message());
+      if (s.is_ok()) {
+        x->list.push_back(x->shm.get());
+      } else if (cpu_operations_ == CpuOperations::kShm) {
+        return s;  // KOLO_CPU_OPERATIONS=shm: no silent fallback, as for the global set
+      } else {
+        KOLO_LOG(LogLevel::kInfo, "process set " << id << ": shared memory unavailable, using MPI: " << s.message());
+      }
     }
     x->list.push_back(x->mpi.get());
     return Status::ok();
