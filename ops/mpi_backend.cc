@@ -167,7 +167,9 @@ class MpiBackend final : public Backend {
   Status rendezvous_set(int32_t id, const std::vector<int>& members) override {
     if (members.size() < 2) return Status::ok();
     const std::vector<Executor*>* unused = nullptr;
-    KOLO_RETURN_IF_ERROR(set_executors(id, members, &unused));
+    // A set whose executors cannot be made fails its collectives (the coordinator asks again
+    // and reports it there), not the runtime; every member fails alike, so none waits here.
+    if (!set_executors(id, members, &unused).is_ok()) return Status::ok();
     return wait_barrier(sets_.at(id).comm);
   }
 
@@ -327,8 +329,13 @@ class MpiBackend final : public Backend {
       so.liveness = liveness_.get();
       // Collective over the set: every member gets the executor or none does.
       Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
-      if (s.is_ok()) x->list.push_back(x->shm.get());
-      else KOLO_LOG(LogLevel::kInfo, "process set " << id << ": shared memory unavailable, using MPI: " << s.message());
+      if (s.is_ok()) {
+        x->list.push_back(x->shm.get());
+      } else if (cpu_operations_ == CpuOperations::kShm) {
+        return s;  // KOLO_CPU_OPERATIONS=shm: no silent fallback, as for the global set
+      } else {
+        KOLO_LOG(LogLevel::kInfo, "process set " << id << ": shared memory unavailable, using MPI: " << s.message());
+      }
     }
     x->list.push_back(x->mpi.get());
     return Status::ok();
