@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,7 +62,17 @@ class Backend {
   // list). Waiting ranks back off from spinning to sleeping, so a rank that is early does not
   // burn a core its own training thread needs while a peer finishes its backward pass —
   // the blocking collectives that follow then start with every rank present.
-  virtual Status rendezvous() { return Status::ok(); }
+  // `while_waiting` (may be empty) is called between polls; an error from it ends the wait
+  // with that error (the coordinator answers the fast path's board there, so that a peer
+  // polling the board is never left waiting on a rank in a rendezvous).
+  virtual Status rendezvous(const std::function<Status()>& while_waiting = {}) {
+    (void)while_waiting;
+    return Status::ok();
+  }
+  // Zeroed memory that every rank of a one-host job maps, of FastBoard::bytes_needed(size,
+  // config.cache_capacity) bytes or more: the fast path's board (core/fast_board.h). Null
+  // where there is none (several hosts, one rank, no shared-memory executor, no cache).
+  virtual void* fast_board_memory() { return nullptr; }
   // The dead-peer check every wait consults (core/liveness.h); null where there is none.
   virtual Liveness* liveness() { return nullptr; }
   // Which executor runs each collective on CPU (and GPU) tensors, for KOLO_VERBOSE's report:

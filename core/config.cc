@@ -28,7 +28,8 @@ const std::set<std::string>& known_names() {
       "KOLO_AUTOTUNE_WINDOW",          "KOLO_CACHE_CAPACITY",
       "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES",
       "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
-      "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS"};
+      "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
+      "KOLO_FAST_PATH"};
   return names;
 }
 
@@ -143,6 +144,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     c.autotune = *v == "1";
   }
   if (auto v = lookup("KOLO_AUTOTUNE_LOG")) c.autotune_log = *v;
+  if (auto v = lookup("KOLO_FAST_PATH")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_FAST_PATH", *v, "0 or 1");
+    c.fast_path = *v == "1";
+  }
   if (auto v = lookup("KOLO_VERBOSE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_VERBOSE", *v, "0 or 1");
     c.verbose = *v == "1";

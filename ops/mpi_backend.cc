@@ -99,6 +99,7 @@ class MpiBackend final : public Backend {
     so.arena_bytes = config.shm_arena_bytes;  // kolo/memory.h
     so.arena_auto = config.shm_arena_auto;
     so.liveness = liveness_.get();
+    so.fast_board_capacity = config.fast_path ? config.cache_capacity : 0;
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());
@@ -138,8 +139,9 @@ class MpiBackend final : public Backend {
   }
 
   Liveness* liveness() override { return liveness_.get(); }
+  void* fast_board_memory() override { return shm_executor_ ? shm_executor_->fast_board() : nullptr; }
 
-  Status rendezvous() override {
+  Status rendezvous(const std::function<Status()>& while_waiting) override {
     if (topo_.size == 1) return Status::ok();
     MPI_Request req;
     KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Ibarrier(data_, &req), "MPI_Ibarrier"));
@@ -150,6 +152,7 @@ class MpiBackend final : public Backend {
       KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)"));
       if (done) return Status::ok();
       KOLO_RETURN_IF_ERROR(liveness_->check("waiting for peers to start a scheduled collective"));
+      if (while_waiting) KOLO_RETURN_IF_ERROR(while_waiting());
       const auto now = std::chrono::steady_clock::now();
       const auto waited = now - start;
       if (waited < std::chrono::microseconds(30)) continue;  // peers usually arrive within µs
