@@ -1,9 +1,9 @@
-# `cmake --install` puts headers, libkolo, libkolo_training (kolo/gradient_sync.h) and a CMake
-# package in place, so that a user project does find_package(kolo) and links kolo::kolo and
-# kolo::training.
+# `cmake --install` puts headers, libkolo, libkolo_training (kolo/gradient_sync.h),
+# libkolo_kvstore (kolo/kvstore.h) and a CMake package in place, so that a user project does
+# find_package(kolo) and links kolo::kolo, kolo::training and kolo::kvstore.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kolo kolo_training EXPORT koloTargets
+install(TARGETS kolo kolo_training kolo_kvstore EXPORT koloTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -43,7 +43,8 @@ class ControlChannel {
   virtual Status progress(size_t* in_flight) = 0;
   // Liveness messages (core/liveness.h), fire and forget: a heartbeat (empty `notice`) or
   // a dead-peer notice (its text; the caller keeps `notice` alive until the process ends).
-  // poll_heartbeat returns one that has arrived, if any (*got=false otherwise).
+  // poll_heartbeat returns one that has arrived, if any (*got=false otherwise). The MPI
+  // channel allows these two from a second thread (MPI_THREAD_MULTIPLE); others need not.
   virtual Status send_heartbeat(int /*peer*/, const std::string& /*notice*/) { return Status::ok(); }
   virtual Status poll_heartbeat(int* /*source*/, std::string* /*notice*/, bool* got) {
     *got = false;
@@ -58,6 +59,17 @@ class Backend {
   virtual ControlChannel& channel() = 0;
   // In order of preference; the first that accepts a response executes it.
   virtual const std::vector<Executor*>& executors() = 0;
+  // The executors of process set `id` (core/process_set.h), whose job ranks are `members`
+  // (ascending, this rank among them), made on first use: the first call is collective over
+  // the members, so every member makes it for the same response (the set's first one it
+  // executes). *out stays valid until release_set(id) or finalize(). Backends without
+  // process sets return an error.
+  virtual Status set_executors(int32_t id, const std::vector<int>& members, const std::vector<Executor*>** out) {
+    (void)id, (void)members, (void)out;
+    return Status::invalid_argument("process sets are not supported by this backend");
+  }
+  // Frees what set_executors made for `id` (the set was removed; nothing of it is pending).
+  virtual void release_set(int32_t /*id*/) {}
   // Returns once every rank has reached the same point (called before executing a response
   // list). Waiting ranks back off from spinning to sleeping, so a rank that is early does not
   // burn a core its own training thread needs while a peer finishes its backward pass —

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "core/process_set.h"
+
 extern char** environ;
 
 namespace kolo {
@@ -29,6 +31,8 @@ const std::set<std::string>& known_names() {
       "KOLO_HIERARCHICAL_ALLREDUCE",   "KOLO_SHM_ARENA_BYTES",
       "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
       "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
+      "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
+      "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
       "KOLO_FAST_PATH"};
   return names;
 }
@@ -130,6 +134,12 @@ Status Config::parse(const Lookup& lookup, Config* out) {
       return bad_value("KOLO_TEST_RANKS_PER_HOST", *v, "a whole number of ranks per host (0 = real hosts)");
     c.ranks_per_host_override = static_cast<int>(d);
   }
+  if (auto v = lookup("KOLO_TEST_STALL_SECONDS")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d > 3600)
+      return bad_value("KOLO_TEST_STALL_SECONDS", *v, "a number of seconds from 0 (off) to 3600");
+    c.test_stall_seconds = d;
+  }
   if (auto v = lookup("KOLO_TIMELINE")) c.timeline_path = *v;
   if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");
@@ -166,6 +176,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     *field = static_cast<int>(d);
     return Status::ok();
   };
+  if (auto v = lookup("KOLO_PROCESS_SETS")) KOLO_RETURN_IF_ERROR(parse_process_sets(*v, &c.process_sets));
   if (auto v = lookup("KOLO_CACHE_CAPACITY")) {
     double d = 0;
     if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e8)
@@ -178,6 +189,19 @@ Status Config::parse(const Lookup& lookup, Config* out) {
       return bad_value("KOLO_BURST_HOLD_MICROSECONDS", *v, "a whole number of microseconds from 0 (off) to 100000");
     c.burst_hold_us = static_cast<int>(d);
   }
+  auto whole = [&](const char* name, double min, double max, const char* form, int64_t* field) -> Status {
+    auto v = lookup(name);
+    if (!v) return Status::ok();
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d < min || d > max) return bad_value(name, *v, form);
+    *field = static_cast<int64_t>(d);
+    return Status::ok();
+  };
+  int64_t servers = c.num_servers;
+  KOLO_RETURN_IF_ERROR(whole("KOLO_NUM_SERVERS", 0, 1e6, "a whole number of server ranks (0 = none)", &servers));
+  c.num_servers = static_cast<int>(servers);
+  KOLO_RETURN_IF_ERROR(whole("KOLO_KVSTORE_BIGARRAY_BOUND", 1, 9e15,
+                             "a whole number of elements of at least 1, such as 1000000", &c.kvstore_bigarray_bound));
   KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples));
   KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_WINDOW", &c.autotune_window));
   *out = c;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ struct Config {
   double peer_timeout_seconds = 5.0;     // KOLO_PEER_TIMEOUT_SECONDS
   // Test hook: pretend every `n` consecutive ranks share a host (0 = real hosts).
   int ranks_per_host_override = 0;       // KOLO_TEST_RANKS_PER_HOST
+  // Test hook: the coordinator sleeps this long before it executes each collective, outside
+  // any wait (no dead-peer check, no heartbeat from its waits): a long CPU step in a starved
+  // process, made deterministic (0 = off; core/liveness.h).
+  double test_stall_seconds = 0.0;       // KOLO_TEST_STALL_SECONDS
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
@@ -71,6 +76,14 @@ struct Config {
   // The interface for traffic between hosts: must exist on every host; Open MPI's TCP BTL
   // and NCCL's sockets use it unless their own variables say otherwise (empty = theirs).
   std::string network_interface;         // KOLO_NETWORK_INTERFACE
+  // Process sets registered at init (ids 1, 2, ... in this order), e.g. "0,1;2,3"; every
+  // rank must give the same (core/process_set.h). Ranks are checked against the job's size
+  // by init().
+  std::vector<std::vector<int>> process_sets;  // KOLO_PROCESS_SETS
+  // KVStore (kolo/kvstore.h): the last this many ranks are parameter servers (dist types).
+  int num_servers = 0;                   // KOLO_NUM_SERVERS
+  // ... and a key of at least this many elements is split across all of them.
+  int64_t kvstore_bigarray_bound = 1000000;  // KOLO_KVSTORE_BIGARRAY_BOUND
 
   using Lookup = std::function<std::optional<std::string>(const std::string& name)>;
   // Reads the knobs through `lookup` (absent = default). Fills *out or returns the error.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "core/burst_hold.h"
 #include "core/fusion.h"
@@ -40,12 +41,14 @@ constexpr auto kShutdownBound = std::chrono::seconds(10);
 
 }  // namespace
 
-Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& queue, Timeline* timeline)
+Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& queue, Timeline* timeline,
+                         ProcessSetRegistry* sets)
     : config_(config),
       backend_(backend),
       queue_(queue),
       topo_(backend.topology()),
       timeline_(timeline && timeline->enabled() ? timeline : nullptr),
+      sets_(sets),
       table_(topo_.size),
       cache_(config.cache_capacity),
       fusion_threshold_(config.fusion_threshold_bytes),
@@ -106,8 +109,22 @@ void Coordinator::apply_params(const ResponseList& list) {
 }
 
 Status Coordinator::add_request(const Request& q, int rank, Clock::time_point now) {
+  MessageTable* table = table_for(q.process_set);
+  if (table == nullptr) {
+    // The submitting rank had the set registered; rank 0 no longer (or not yet) has: it
+    // fails on the ranks that submitted it (the others skip an error on a set they lack).
+    Response e;
+    e.type = Response::Type::kError;
+    e.names = {q.name};
+    e.process_set = q.process_set;
+    e.error = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": process set " +
+              std::to_string(q.process_set) + " is not registered on rank 0 (it was removed, or its "
+              "kolo::add_process_set has not completed on every rank)";
+    orphans_.push_back(std::move(e));
+    return Status::ok();
+  }
   bool first = false;
-  KOLO_RETURN_IF_ERROR(table_.add(q, rank, now, &first));
+  KOLO_RETURN_IF_ERROR(table->add(q, rank, now, &first));
   if (timeline_) {
     if (first) timeline_->begin(q.name, "NEGOTIATE");
     timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
@@ -290,12 +307,7 @@ Status Coordinator::root_cycle(bool* activity) {
   }
 
   std::vector<Response> ready;
-  if (!hold_burst(shutdown)) {
-    // Negotiated tensors go straight into the fusion plan (no Response per fused tensor).
-    FusionPlanner planner(fusion_threshold_);
-    table_.take_ready(&planner);
-    ready = planner.take();
-  }
+  if (!hold_burst(shutdown)) ready = take_ready_all();
   if (timeline_ && !ready.empty()) {
     for (const Response& r : ready)
       for (const std::string& n : r.names) {
@@ -471,6 +483,67 @@ void Coordinator::root_drain_acks() {
   }
 }
 
+MessageTable* Coordinator::table_for(int32_t id) {
+  if (id == 0) return &table_;
+  if (auto it = set_tables_.find(id); it != set_tables_.end()) return it->second.get();
+  const std::vector<int>* members = set_members(id);
+  if (members == nullptr) return nullptr;
+  return set_tables_.emplace(id, std::make_unique<MessageTable>(id, *members)).first->second.get();
+}
+
+std::vector<Response> Coordinator::take_ready_all() {
+  // Negotiated tensors go straight into the fusion plan (no Response per fused tensor); the
+  // planner fuses only within a set. One list for all sets: every rank sees every set's
+  // responses in one order, and each set's members execute the same subsequence of it,
+  // which is what keeps sets that overlap in time from deadlocking each other.
+  FusionPlanner planner(fusion_threshold_);
+  table_.take_ready(&planner);
+  for (auto& [id, table] : set_tables_) table->take_ready(&planner);
+  for (Response& e : orphans_) planner.add(std::move(e));
+  orphans_.clear();
+  std::vector<Response> ready = planner.take();
+  for (Response& r : ready)
+    if (r.type == Response::Type::kError && r.process_set != 0)
+      if (const std::vector<int>* m = set_members(r.process_set))
+        r.error += " [on " + describe_process_set(r.process_set, *m) + "]";
+  return ready;
+}
+
+const std::vector<int>* Coordinator::set_members(int32_t id) {
+  if (sets_ == nullptr) return nullptr;
+  if (sets_->version() != sets_version_) forget_removed_sets();
+  if (auto it = known_sets_.find(id); it != known_sets_.end()) return &it->second;
+  auto ranks = sets_->ranks(id);
+  if (!ranks) return nullptr;
+  return &known_sets_.emplace(id, std::move(*ranks)).first->second;
+}
+
+void Coordinator::forget_removed_sets() {
+  sets_version_ = sets_->version();
+  for (auto it = known_sets_.begin(); it != known_sets_.end();) {
+    if (sets_->ranks(it->first)) {
+      ++it;
+      continue;
+    }
+    // A table with collectives still pending stays, so they fail by the stall inspector
+    // rather than vanish (removing a set with pending work is refused, so this is rare).
+    auto t = set_tables_.find(it->first);
+    if (t != set_tables_.end() && t->second->num_pending() > 0) {
+      ++it;
+      continue;
+    }
+    if (t != set_tables_.end()) set_tables_.erase(t);
+    backend_.release_set(it->first);
+    it = known_sets_.erase(it);
+  }
+}
+
+bool Coordinator::member_of(const Response& r) {
+  if (r.process_set == 0) return true;
+  const std::vector<int>* m = set_members(r.process_set);
+  return m != nullptr && std::binary_search(m->begin(), m->end(), topo_.rank);
+}
+
 void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
   if (config_.stall_check_seconds <= 0 && config_.stall_shutdown_seconds <= 0) return;
   const auto now = Clock::now();
@@ -478,10 +551,15 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
   last_stall_check_ = now;
   double threshold = config_.stall_check_seconds > 0 ? config_.stall_check_seconds : config_.stall_shutdown_seconds;
   if (config_.stall_shutdown_seconds > 0) threshold = std::min(threshold, config_.stall_shutdown_seconds);
-  for (const auto& p : table_.stalled(threshold, now)) {
+  std::vector<std::pair<int32_t, MessageTable::Pending>> stalled;
+  for (auto& p : table_.stalled(threshold, now)) stalled.emplace_back(0, std::move(p));
+  for (auto& [id, table] : set_tables_)
+    for (auto& p : table->stalled(threshold, now)) stalled.emplace_back(id, std::move(p));
+  for (const auto& [set, p] : stalled) {
     std::string msg = std::string(op_kind_name(p.kind)) + " \"" + p.name + "\" was submitted by rank(s) " +
                       join_ranks(p.ready_ranks) + " but not by rank(s) " + join_ranks(p.missing_ranks) + " for " +
                       std::to_string(static_cast<int>(p.waited_seconds)) + " s";
+    if (set != 0) msg += " (on " + describe_process_set(set, *set_members(set)) + ")";
     if (config_.stall_shutdown_seconds > 0 && p.waited_seconds >= config_.stall_shutdown_seconds) {
       if (!*shutdown) {
         *shutdown = true;
@@ -490,7 +568,7 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
         KOLO_LOG(LogLevel::kError, *reason);
       }
     } else if (config_.stall_check_seconds > 0 && p.waited_seconds >= config_.stall_check_seconds &&
-               stall_reported_.insert(p.name).second) {
+               stall_reported_.insert(std::to_string(set) + "/" + p.name).second) {
       KOLO_LOG(LogLevel::kWarning, "stall: " << msg);
     }
   }
@@ -499,8 +577,12 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
 Status Coordinator::execute_list(const ResponseList& list) {
   ++lists_started_;  // what this rank's records on the fast path's board say
   const auto& rs = list.responses;
-  const bool collectives =
-      std::any_of(rs.begin(), rs.end(), [](const Response& r) { return r.type != Response::Type::kError; });
+  // The rendezvous is global (every rank): only lists with a global-set collective make it,
+  // so that sets of other ranks never wait for each other here (each set's executors wait
+  // for their own members).
+  const bool collectives = std::any_of(rs.begin(), rs.end(), [](const Response& r) {
+    return r.type != Response::Type::kError && r.process_set == 0;
+  });
   // The first response's entries are taken before meeting the peers, so that the rendezvous
   // lines the ranks up right before the data moves, not before this rank's bookkeeping
   // (a 1,000-tensor response is 1,000 look-ups).
@@ -532,9 +614,15 @@ Status Coordinator::execute_list(const ResponseList& list) {
 
 Status Coordinator::take(const Response& r) {
   // An error response may name tensors only some ranks submitted (a grouped collective whose
-  // ranks disagree on its members): each rank fails those it has.
+  // ranks disagree on its members, a set rank 0 does not know): each rank fails those it has
+  // on that set. Ranks outside a set take nothing for its other responses.
+  const bool error = r.type == Response::Type::kError;
+  if (!error && !member_of(r)) {
+    entries_.clear();
+    return Status::ok();
+  }
   if (!joined_in(r, topo_.rank))
-    return queue_.take_entries(r.names, &entries_, /*skip_missing=*/r.type == Response::Type::kError);
+    return queue_.take_entries(r.names, &entries_, /*skip_missing=*/error, r.process_set);
   stand_in_entries(r, &entries_, &join_scratch_);
   return Status::ok();
 }
@@ -547,6 +635,7 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     KOLO_LOG(LogLevel::kError, s.message());
     return;
   }
+  if (r.type != Response::Type::kError && !member_of(r)) return;  // another set's collective
   if (timeline_) {
     static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR", "ALLTOALL", "REDUCESCATTER"};
     for (const auto& n : r.names) {
@@ -573,17 +662,26 @@ void Coordinator::execute_one(const Response& r, Status taken) {
       adjusted_.reduce_op = ReduceOp::kSum, adjusted_.postscale = 1.0;
       run = &adjusted_;
     }
+    const std::vector<Executor*>* executors = &backend_.executors();
+    if (r.process_set != 0) {
+      s = backend_.set_executors(r.process_set, *set_members(r.process_set), &executors);
+      if (!s.is_ok()) executors = nullptr;
+    }
+    static const std::vector<Executor*> kNone;
     Executor* chosen = nullptr;
-    for (Executor* e : backend_.executors()) {
+    for (Executor* e : executors ? *executors : kNone) {
       if (e->accepts(*run)) {
         chosen = e;
         break;
       }
     }
+    if (config_.test_stall_seconds > 0)  // test hook (KOLO_TEST_STALL_SECONDS): busy, not waiting
+      std::this_thread::sleep_for(std::chrono::duration<double>(config_.test_stall_seconds));
     const auto t0 = Clock::now();
-    s = chosen ? chosen->execute(*run, entries)
-               : Status::invalid_argument("\"" + r.names[0] + "\": no executor runs " + device_name(r.device) +
-                                          " tensors in this build");
+    if (executors != nullptr)
+      s = chosen ? chosen->execute(*run, entries)
+                 : Status::invalid_argument("\"" + r.names[0] + "\": no executor runs " + device_name(r.device) +
+                                            " tensors in this build");
     if (s.is_ok() && average_joined && !stand_in) {
       const int contributors = topo_.size - static_cast<int>(r.joined.size());
       for (const TensorEntry& e : entries)

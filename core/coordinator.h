@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <mutex>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "core/config.h"
 #include "core/fast_board.h"
 #include "core/negotiation.h"
+#include "core/process_set.h"
 #include "core/response_cache.h"
 #include "core/tensor_queue.h"
 #include "kolo/runtime.h"
@@ -34,8 +36,10 @@ namespace kolo {
 
 class Coordinator {
  public:
-  // `timeline` (may be null) is rank 0's, owned by the caller.
-  Coordinator(const Config& config, Backend& backend, TensorQueue& queue, Timeline* timeline = nullptr);
+  // `timeline` (may be null) is rank 0's, owned by the caller. `sets` (may be null: the
+  // global set only) is the process-set registry, owned by the caller; it must outlive this.
+  Coordinator(const Config& config, Backend& backend, TensorQueue& queue, Timeline* timeline = nullptr,
+              ProcessSetRegistry* sets = nullptr);
   ~Coordinator();
   void start();
   // Asks the job to stop; returns at once. join() waits for this process's loop to end.
@@ -70,6 +74,17 @@ class Coordinator {
   // shut down cleanly and exited is not a dead one.
   Status shutdown_instead(const Status& dead);
   Status add_request(const Request& q, int rank, std::chrono::steady_clock::time_point now);
+  // Process sets (core/process_set.h, docs/collectives.md). Rank 0: the table negotiating
+  // set `id`, made on first use; null if the set is not registered here.
+  MessageTable* table_for(int32_t id);
+  // Rank 0: everything negotiated on every set, in one plan (global set first).
+  std::vector<Response> take_ready_all();
+  // The job ranks of set `id` as this rank knows them (null: not registered).
+  const std::vector<int>* set_members(int32_t id);
+  // Whether this rank executes `r` (it is in r's process set).
+  bool member_of(const Response& r);
+  // After the registry changed: forgets removed sets (tables, members, executors).
+  void forget_removed_sets();
   // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
   void tune_after(const ResponseList& list);
   void tune_record(uint64_t allreduced_bytes);  // one list's or one fast round's
@@ -106,9 +121,14 @@ class Coordinator {
   TensorQueue& queue_;
   const Topology topo_;
   Timeline* const timeline_;
+  ProcessSetRegistry* const sets_;
 
   // Coordinator thread only.
-  MessageTable table_;  // rank 0 only
+  MessageTable table_;  // rank 0 only: the global set
+  std::map<int32_t, std::unique_ptr<MessageTable>> set_tables_;  // rank 0 only: other sets
+  std::vector<Response> orphans_;  // rank 0: errors for requests on sets it does not know
+  std::map<int32_t, std::vector<int>> known_sets_;  // members of the sets this rank has met
+  uint64_t sets_version_ = 0;                        // the registry version known_sets_ reflects
   std::vector<Request> requests_;     // reused buffer for this rank's new requests
   std::vector<TensorEntry> entries_;  // reused buffer for the entries of one response
   std::vector<std::byte> join_scratch_;  // stand-in tensors of a joined rank (core/join.h)

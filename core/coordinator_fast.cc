@@ -26,12 +26,14 @@ void allreduce_response(const Request& q, Response* r) {
   r->error.clear();
   r->joined.clear();
   r->row_shape.clear();
+  r->process_set = 0;  // the board is the global set's (fast_hold)
 }
 
 }  // namespace
 
 bool Coordinator::fast_hold(const Request& q) {
-  if (!board_ || fast_paused_ || q.kind != OpKind::kAllreduce || !q.device.is_cpu() || !q.group.empty())
+  if (!board_ || fast_paused_ || q.kind != OpKind::kAllreduce || !q.device.is_cpu() || !q.group.empty() ||
+      q.process_set != 0)
     return false;
   if (!fast_demoted_.empty() && fast_demoted_.count(q.name)) return false;
   const auto id = cache_.find(q);
@@ -76,7 +78,7 @@ void Coordinator::fast_note_table(const Request& q) {
   // Steady state: a name rank 0 has cached arrives here only when some rank could not use
   // the board for it (another signature, a demotion, a join); any rank that holds it there
   // would wait for that rank forever. So every rank sends it here until it next runs.
-  if (!board_ || q.kind != OpKind::kAllreduce || !cache_.has_name(q.name)) return;
+  if (!board_ || q.kind != OpKind::kAllreduce || q.process_set != 0 || !cache_.has_name(q.name)) return;
   if (!fast_demoted_.insert(q.name).second) return;
   fast_demote_out_.push_back(q.name);
   fast_demote([&](const FastHeld& h) { return h.request.name == q.name; });

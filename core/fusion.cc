@@ -7,7 +7,8 @@ namespace {
 bool fusable(const Response& a, const Response& b) {
   return a.type == Response::Type::kAllreduce && b.type == Response::Type::kAllreduce &&
          a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.device == b.device &&
-         a.prescale == b.prescale && a.postscale == b.postscale && a.joined == b.joined;
+         a.prescale == b.prescale && a.postscale == b.postscale && a.joined == b.joined &&
+         a.process_set == b.process_set;
 }
 
 bool runs_alone(const Response& r, size_t bytes, size_t threshold) {

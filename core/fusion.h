@@ -1,8 +1,8 @@
 // core/fusion.h — packing small allreduces into shared buffers: from the ordered list of
 // ready responses to the list every rank executes.
 //
-// Allreduces with the same dtype, reduce op, scale factors, device and joined ranks
-// (kolo::join()) are merged into one
+// Allreduces with the same dtype, reduce op, scale factors, device, process set and joined
+// ranks (kolo::join()) are merged into one
 // response while the merged size stays within `threshold_bytes`. A tensor at or above the
 // threshold is executed alone, in place (no copy in or out). Merging may pull a later tensor
 // forward into an earlier buffer, never backward; every rank receives the result from rank 0,

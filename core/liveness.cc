@@ -53,12 +53,14 @@ bool process_alive(int pid) {
   return state != 'Z' && state != 'X';
 }
 
-Liveness::Liveness(int rank, std::vector<Peer> peers, milliseconds timeout, ControlChannel* channel)
+Liveness::Liveness(int rank, std::vector<Peer> peers, milliseconds timeout, ControlChannel* channel,
+                   bool listener_thread)
     : rank_(rank),
       peers_(std::move(peers)),
       timeout_(timeout),
       beat_every_(std::clamp(timeout / 5, milliseconds(10), milliseconds(1000))),
-      channel_(channel) {
+      channel_(channel),
+      last_heard_(new std::atomic<int64_t>[peers_.size()]) {
   const int my_host = peers_[static_cast<size_t>(rank_)].host;
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (static_cast<int>(r) == rank_) continue;
@@ -67,8 +69,20 @@ Liveness::Liveness(int rank, std::vector<Peer> peers, milliseconds timeout, Cont
     if (!p.by_pid) any_remote_ = true;
   }
   const auto now = Clock::now();
-  last_heard_.assign(peers_.size(), now);
+  fresh_period(now);
   last_check_ = now;
+  if (any_remote_ && listener_thread) listener_ = std::thread([this] { listen(); });
+}
+
+Liveness::~Liveness() { stop(); }
+
+void Liveness::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (listener_.joinable()) listener_.join();
 }
 
 std::string Liveness::describe(int rank) const {
@@ -76,71 +90,117 @@ std::string Liveness::describe(int rank) const {
   return "rank " + std::to_string(rank) + " (pid " + std::to_string(p.pid) + " on host " + p.host_name + ")";
 }
 
-void Liveness::heartbeats(Clock::time_point now) {
+void Liveness::fresh_period(Clock::time_point now) {
+  const int64_t t = now.time_since_epoch().count();
+  for (size_t r = 0; r < peers_.size(); ++r) last_heard_[r].store(t, std::memory_order_relaxed);
+}
+
+void Liveness::receive(Clock::time_point now) {
   std::string notice;
   for (int i = 0; i < 10000; ++i) {
     int from = -1;
     bool got = false;
     if (!channel_->poll_heartbeat(&from, &notice, &got).is_ok() || !got) break;
-    if (from < 0 || static_cast<size_t>(from) >= last_heard_.size()) continue;
-    last_heard_[static_cast<size_t>(from)] = now;
-    if (!notice.empty() && dead_.is_ok()) {
-      dead_ = Status::aborted(notice);  // the finder's words: every survivor reports the same
-      KOLO_LOG(LogLevel::kError, dead_.message());
-    }
+    if (from < 0 || static_cast<size_t>(from) >= peers_.size()) continue;
+    last_heard_[static_cast<size_t>(from)].store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    // The finder's words: every survivor reports the same.
+    if (!notice.empty()) set_dead(Status::aborted(notice), -1, false);
   }
+}
+
+void Liveness::beat(Clock::time_point now) {
   if (!any_remote_ || now < next_beat_) return;
   next_beat_ = now + beat_every_;
   for (size_t r = 0; r < peers_.size(); ++r)
     if (static_cast<int>(r) != rank_ && !peers_[r].by_pid) channel_->send_heartbeat(static_cast<int>(r), {});
 }
 
-void Liveness::tell_others(int dead_rank) {
+bool Liveness::set_dead(Status s, int dead_rank, bool tell) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (has_dead_.load(std::memory_order_relaxed)) return false;
+    dead_ = std::move(s);
+    has_dead_.store(true, std::memory_order_release);
+  }
+  KOLO_LOG(LogLevel::kError, dead_.message());
+  if (!tell) return true;
   // Every survivor stops with the same cause, instead of one that later finds its peers
-  // (which stopped, and may have exited) silent. The text must outlive the sends.
+  // (which stopped, and may have exited) silent. The text must outlive the sends (MPI may
+  // read it after this object is gone); only the one verdict of the process gets here.
   static auto* text = new std::string();
   *text = dead_.message();
   for (size_t r = 0; r < peers_.size(); ++r)
     if (static_cast<int>(r) != rank_ && static_cast<int>(r) != dead_rank)
       channel_->send_heartbeat(static_cast<int>(r), *text);
+  return true;
+}
+
+Status Liveness::silent_peer(Clock::time_point now, const std::string& noticed) {
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (static_cast<int>(r) == rank_ || peers_[r].by_pid) continue;
+    const auto silent = now - Clock::time_point(Clock::duration(last_heard_[r].load(std::memory_order_relaxed)));
+    if (silent <= timeout_) continue;
+    const std::string why = "rank " + std::to_string(rank_) + " (host " + peers_[static_cast<size_t>(rank_)].host_name +
+                            ") has heard nothing from it for " + seconds_text(silent) +
+                            " (KOLO_PEER_TIMEOUT_SECONDS=" + knob_text(timeout_) + ")";
+    set_dead(Status::aborted("peer lost: " + describe(static_cast<int>(r)) + " is dead: " + why + ", noticed " + noticed),
+             static_cast<int>(r), true);
+    return dead();
+  }
+  return Status::ok();
+}
+
+void Liveness::listen() {
+  // The tick is a fraction of a beat: a heartbeat is received within a tick of its arrival,
+  // and a silence is judged within a tick of passing the timeout.
+  const auto tick = std::max(beat_every_ / 4, milliseconds(5));
+  auto last = Clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_ && !has_dead_.load(std::memory_order_relaxed)) {
+    wake_.wait_for(lock, tick);
+    if (stopping_) break;
+    lock.unlock();
+    const auto now = Clock::now();
+    // This thread did not run for a while (the process was stopped, or the host starved it
+    // far beyond a tick): it could not have heard anyone, so nobody's silence counts from before.
+    if (now - last > timeout_ / 2) fresh_period(now);
+    last = now;
+    receive(now);
+    beat(now);
+    silent_peer(now, "by the heartbeat thread");
+    lock.lock();
+  }
 }
 
 Status Liveness::check_now(const char* during, Clock::time_point now) {
-  if (!dead_.is_ok()) return dead_;
+  if (has_dead_.load(std::memory_order_acquire)) return dead_;
   next_check_ = now + kCheckEvery;
-  // This rank did not check for a while (it was stopped, descheduled, or busy outside a
-  // wait): it could not have heard anyone, so nobody's silence counts from before.
-  if (now - last_check_ > timeout_ / 2) std::fill(last_heard_.begin(), last_heard_.end(), now);
-  heartbeats(now);  // also a peer's notice that someone died
-  last_check_ = now;
-  if (!dead_.is_ok()) return dead_;
+  const bool threaded = listener_.joinable();
+  if (!threaded) {
+    // This rank did not check for a while (it was stopped, descheduled, or busy outside a
+    // wait): it could not have heard anyone, so nobody's silence counts from before.
+    if (now - last_check_ > timeout_ / 2) fresh_period(now);
+    receive(now);  // also a peer's notice that someone died
+    beat(now);
+    last_check_ = now;
+    if (!dead().is_ok()) return dead();
+  }
   for (size_t r = 0; r < peers_.size(); ++r) {
     const int peer = static_cast<int>(r);
-    if (peer == rank_) continue;
-    const Peer& p = peers_[r];
-    std::string why;
-    if (p.by_pid) {
-      if (process_alive(p.pid)) continue;
-      // It may have exited because it was told of another rank's death: that notice, sent
-      // before it could exit, reached this rank too. Give MPI a few polls to deliver it.
-      for (int i = 0; i < 50 && dead_.is_ok(); ++i) {
-        heartbeats(now);
-        if (dead_.is_ok()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-      if (!dead_.is_ok()) return dead_;
-      why = "its process is gone (rank " + std::to_string(rank_) + " on the same host checks its pid)";
-    } else {
-      const auto silent = now - last_heard_[r];
-      if (silent <= timeout_) continue;
-      why = "rank " + std::to_string(rank_) + " (host " + peers_[static_cast<size_t>(rank_)].host_name +
-            ") has heard nothing from it for " + seconds_text(silent) + " (KOLO_PEER_TIMEOUT_SECONDS=" +
-            knob_text(timeout_) + ")";
+    if (peer == rank_ || !peers_[r].by_pid || process_alive(peers_[r].pid)) continue;
+    // It may have exited because it was told of another rank's death: that notice, sent
+    // before it could exit, reached this rank too. Give MPI a few polls to deliver it.
+    for (int i = 0; i < 50 && dead().is_ok(); ++i) {
+      receive(now);
+      if (dead().is_ok()) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    dead_ = Status::aborted("peer lost: " + describe(peer) + " is dead: " + why + ", noticed while " + during);
-    KOLO_LOG(LogLevel::kError, dead_.message());
-    tell_others(peer);
-    return dead_;
+    if (!dead().is_ok()) return dead();
+    const std::string why = "its process is gone (rank " + std::to_string(rank_) + " on the same host checks its pid)";
+    set_dead(Status::aborted("peer lost: " + describe(peer) + " is dead: " + why + ", noticed while " + during), peer,
+             true);
+    return dead();
   }
+  if (!threaded) return silent_peer(now, std::string("while ") + during);
   return Status::ok();
 }
 

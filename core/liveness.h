@@ -10,23 +10,35 @@
 // How a peer is judged:
 //   * on the same host (and where this process can see the peer's pid): by its process.
 //     kill(pid, 0) failing with ESRCH, or /proc/<pid>/stat saying zombie/dead, means dead.
-//     A stopped (SIGSTOP) or descheduled process is alive, however long it sleeps.
+//     A stopped (SIGSTOP) or descheduled process is alive, however long it sleeps. Judged
+//     in check(), i.e. from the coordinator's waits.
 //   * on another host: by heartbeats. Each rank sends a one-byte message to every rank on
-//     another host every timeout/5 (at most every second) from its waits, and a peer
-//     from which nothing arrived for longer than the timeout (KOLO_PEER_TIMEOUT_SECONDS)
-//     is presumed dead. Silence is only counted while this rank itself was checking: after
-//     a gap in its own checks (it was stopped or descheduled), every peer gets a fresh period.
+//     another host every timeout/5 (at most every second), and a peer from which nothing
+//     arrived for longer than the timeout (KOLO_PEER_TIMEOUT_SECONDS) is presumed dead.
+//     Where the channel may be used from a second thread (MPI_THREAD_MULTIPLE), a dedicated
+//     listener thread sends, receives and judges heartbeats: it sleeps between beats and
+//     does microseconds of work per beat, so a coordinator busy with CPU work (or starved
+//     by compute threads) neither stops its rank's heartbeats nor delays their receipt.
+//     Otherwise check() does it from the coordinator's waits (the older, starvable path).
+//     Silence is only counted while the listener itself was running: after a gap in its
+//     own schedule (the process was stopped), every peer gets a fresh period.
 // The rank that finds a peer dead tells every other rank (a notice on the heartbeat tag), so
 // that all survivors report the same dead rank, whichever of them saw it first.
 // The verdict is sticky: once a peer is dead, check() returns the same error forever.
 //
-// Ownership: borrows the ControlChannel (heartbeats), which must outlive it.
-// Thread safety: coordinator thread only (it sends and receives MPI messages); dead() may
-// be read by another thread once the coordinator has stopped.
+// Ownership: borrows the ControlChannel (heartbeats), which must outlive it (or stop()).
+// Thread safety: check()/check_now() on the coordinator thread only; the listener thread is
+// internal; dead() may be read by any thread once check() has returned an error (or once the
+// coordinator has stopped); stop() from the thread that owns the object.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/backend.h"
@@ -48,27 +60,45 @@ class Liveness {
 
   // `peers[r]` describes rank r (this rank included). Peers on this rank's host whose
   // process this process cannot see (another pid namespace) are judged by heartbeats.
-  Liveness(int rank, std::vector<Peer> peers, std::chrono::milliseconds timeout, ControlChannel* channel);
+  // `listener_thread`: heartbeats on a dedicated thread (the channel's heartbeat calls must
+  // be safe from two threads at once); false: from check().
+  Liveness(int rank, std::vector<Peer> peers, std::chrono::milliseconds timeout, ControlChannel* channel,
+           bool listener_thread);
+  ~Liveness();  // stop()
+  Liveness(const Liveness&) = delete;
+  Liveness& operator=(const Liveness&) = delete;
 
   // Cheap unless a check is due (every 20 ms): ok, or the dead-peer error. `during` says
   // what this rank was waiting for ("waiting in MPI_Iallreduce"), for the message.
   Status check(const char* during) {
-    if (!dead_.is_ok()) return dead_;
+    if (has_dead_.load(std::memory_order_acquire)) return dead_;
     const auto now = std::chrono::steady_clock::now();
     return now < next_check_ ? Status::ok() : check_now(during, now);
   }
   // A check now, whatever the schedule (after a transport error: is a peer behind it?).
   Status check_now(const char* during) { return check_now(during, std::chrono::steady_clock::now()); }
 
-  const Status& dead() const { return dead_; }
+  // Ends the listener thread (bounded: it sleeps at most a beat). Heartbeats stop; judging by
+  // pid goes on. Called before the channel goes away; idempotent.
+  void stop();
+
+  // The verdict: ok while no peer is known dead.
+  Status dead() const { return has_dead_.load(std::memory_order_acquire) ? dead_ : Status::ok(); }
   // "rank 3 (pid 1234 on host node7)".
   std::string describe(int rank) const;
   std::chrono::milliseconds timeout() const { return timeout_; }
+  bool has_listener_thread() const { return listener_.joinable(); }
 
  private:
-  Status check_now(const char* during, std::chrono::steady_clock::time_point now);
-  void heartbeats(std::chrono::steady_clock::time_point now);
-  void tell_others(int dead_rank);
+  using Clock = std::chrono::steady_clock;
+  Status check_now(const char* during, Clock::time_point now);
+  void receive(Clock::time_point now);  // heartbeats and notices that have arrived
+  void beat(Clock::time_point now);     // to every heartbeat-judged peer, when due
+  void fresh_period(Clock::time_point now);
+  Status silent_peer(Clock::time_point now, const std::string& noticed);  // a heartbeat verdict
+  // Records the verdict unless one exists; true (and the others told) if this one is it.
+  bool set_dead(Status s, int dead_rank, bool tell);
+  void listen();  // the listener thread
 
   const int rank_;
   std::vector<Peer> peers_;
@@ -76,9 +106,15 @@ class Liveness {
   const std::chrono::milliseconds beat_every_;
   ControlChannel* const channel_;
   bool any_remote_ = false;
-  std::vector<std::chrono::steady_clock::time_point> last_heard_;
-  std::chrono::steady_clock::time_point next_check_{}, last_check_{}, next_beat_{};
-  Status dead_;
+  std::unique_ptr<std::atomic<int64_t>[]> last_heard_;  // steady_clock ns, per rank
+  Clock::time_point next_check_{}, last_check_{}, next_beat_{};  // next_beat_: one thread at a time
+
+  std::mutex mu_;  // guards dead_'s writes and the listener's stop
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread listener_;
+  std::atomic<bool> has_dead_{false};
+  Status dead_;  // written once, under mu_, before has_dead_ is set
 };
 
 }  // namespace kolo

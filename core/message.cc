@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 6;  // 5: alltoall, reducescatter, grouped; 6: join
+constexpr uint8_t kVersion = 7;  // 5: alltoall, reducescatter, grouped; 6: join; 7: process sets
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -115,7 +115,7 @@ bool get_request(Reader& r, Request* q) {
          enum_in_range(op, kNumReduceOps, &q->reduce_op) && r.u8(&dt) && enum_in_range(dt, kNumDTypes, &q->dtype) &&
          get_device(r, &q->device) && r.pod(&q->root) && r.pod(&q->prescale) && r.pod(&q->postscale) &&
          r.i64s(&q->shape) && r.str(&q->name) && r.i64s(&q->splits) && r.str(&q->group) &&
-         r.pod(&q->group_size);
+         r.pod(&q->group_size) && r.pod(&q->process_set) && q->process_set >= 0;
 }
 
 void put_i32s(Writer& w, const std::vector<int32_t>& v) {
@@ -140,7 +140,7 @@ bool get_response(Reader& r, Response* s) {
   return r.u8(&dt) && enum_in_range(dt, kNumDTypes, &s->dtype) && r.u8(&op) &&
          enum_in_range(op, kNumReduceOps, &s->reduce_op) && get_device(r, &s->device) && r.pod(&s->root) &&
          r.pod(&s->prescale) && r.pod(&s->postscale) && r.i64s(&s->sizes) && r.str(&s->error) &&
-         get_i32s(r, &s->joined) && r.i64s(&s->row_shape);
+         get_i32s(r, &s->joined) && r.i64s(&s->row_shape) && r.pod(&s->process_set) && s->process_set >= 0;
 }
 
 }  // namespace
@@ -166,6 +166,7 @@ std::vector<uint8_t> encode(const RequestList& list) {
     w.i64s(q.splits);
     w.str(q.group);
     w.pod(q.group_size);
+    w.pod(q.process_set);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(list.cached.size()));
   for (uint32_t id : list.cached) w.pod(id);
@@ -204,6 +205,7 @@ std::vector<uint8_t> encode(const ResponseList& list) {
     w.str(s.error);
     put_i32s(w, s.joined);
     w.i64s(s.row_shape);
+    w.pod(s.process_set);
   }
   return w.take();
 }

@@ -36,6 +36,9 @@ struct Request {
   // Every member of a group is held by rank 0 until all of them are ready on every rank.
   std::string group;
   int32_t group_size = 0;
+  // The process set (core/process_set.h) this collective runs on: 0 = every rank. Rank 0
+  // negotiates each set apart; `rank` stays the job-wide rank.
+  int32_t process_set = 0;
 
   bool operator==(const Request&) const = default;
 };
@@ -83,6 +86,11 @@ struct Response {
   // Allgather with joined ranks: the dimensions after the first (what a joined rank, which
   // has no tensor of its own, needs to size its part of the exchange).
   std::vector<int64_t> row_shape;
+  // The process set it runs on (0 = every rank). Ranks outside the set skip the response;
+  // for a set, `root`, the allgather `sizes` and the alltoall matrix are indexed by the
+  // rank within the set (its position in the set's sorted ranks), as the executors of the
+  // set's communicator count them. Fusion merges only responses of one set.
+  int32_t process_set = 0;
 
   bool operator==(const Response&) const = default;
 };

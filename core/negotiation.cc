@@ -35,13 +35,15 @@ std::string join_ranks(const std::vector<int>& ranks) {
   return s;
 }
 
-std::string describe_disagreement(const char* attribute, const std::vector<std::string>& values) {
+std::string describe_disagreement(const char* attribute, const std::vector<std::string>& values,
+                                  const std::vector<int>& labels) {
   // Group ranks by value, in order of first appearance (so rank 0's value leads).
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (int r = 0; r < static_cast<int>(values.size()); ++r) {
+    const int label = labels.empty() ? r : labels[static_cast<size_t>(r)];
     auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == values[r]; });
-    if (it == groups.end()) groups.push_back({values[r], {r}});
-    else it->second.push_back(r);
+    if (it == groups.end()) groups.push_back({values[r], {label}});
+    else it->second.push_back(label);
   }
   if (groups.size() <= 1) return "";
   std::string s = std::string(attribute) + " " + groups[0].first + " on " + rank_list(groups[0].second);
@@ -51,6 +53,18 @@ std::string describe_disagreement(const char* attribute, const std::vector<std::
 }
 
 MessageTable::MessageTable(int world_size) : size_(world_size), joined_(static_cast<size_t>(world_size), false) {}
+
+MessageTable::MessageTable(int32_t process_set, std::vector<int> members)
+    : size_(static_cast<int>(members.size())),
+      members_(std::move(members)),
+      set_id_(process_set),
+      joined_(members_.size(), false) {}
+
+int MessageTable::index_of(int rank) const {
+  if (members_.empty()) return rank >= 0 && rank < size_ ? rank : -1;
+  auto it = std::lower_bound(members_.begin(), members_.end(), rank);
+  return it != members_.end() && *it == rank ? static_cast<int>(it - members_.begin()) : -1;
+}
 
 bool MessageTable::covered(const Slot& slot) const {
   if (slot.count == size_) return true;
@@ -122,9 +136,11 @@ std::string numbers(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool* first) {
-  if (rank < 0 || rank >= size_)
-    return Status::internal("request for \"" + q.name + "\" from unknown rank " + std::to_string(rank));
+Status MessageTable::add(const Request& q, int job_rank, Clock::time_point now, bool* first) {
+  const int rank = index_of(job_rank);  // position in the set: what the slots count by
+  if (rank < 0)
+    return Status::internal("request for \"" + q.name + "\" from rank " + std::to_string(job_rank) +
+                            (members_.empty() ? ", which is not a rank of the job" : ", which is not in its process set"));
   bool inserted = false;
   const uint32_t index = slots_.acquire(q.name, &inserted);
   if (first) *first = inserted;
@@ -148,21 +164,21 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
     // round's response: a second request of one rank in one round is a protocol fault. It
     // fails this round on every rank (the first request stays counted), not the job.
     if (slot.poison.empty())
-      slot.poison = quoted(q) + ": rank " + std::to_string(rank) +
+      slot.poison = quoted(q) + ": rank " + std::to_string(job_rank) +
                     " sent two requests for one round (internal error in kolo's protocol)";
     return Status::ok();
   }
   if (joined_[rank] && slot.poison.empty())
-    slot.poison = quoted(q) + ": rank " + std::to_string(rank) +
+    slot.poison = quoted(q) + ": rank " + std::to_string(job_rank) +
                   " submitted it after calling kolo::join() (a rank that joined takes part with no data "
                   "until every rank has joined)";
   slot.have[rank] = true;
   if (slot.count == 0) {
     slot.first = q;
-    slot.first.rank = rank;
+    slot.first.rank = job_rank;
   } else if (!agrees(slot.first, q)) {
     slot.odd.emplace_back(rank, q);
-    slot.odd.back().second.rank = rank;
+    slot.odd.back().second.rank = job_rank;
   }
   if ((q.kind == OpKind::kAllgather || q.kind == OpKind::kAlltoall) && !q.shape.empty()) {
     if (slot.first_dims.empty()) slot.first_dims.assign(static_cast<size_t>(size_), 0);
@@ -183,7 +199,7 @@ Status MessageTable::add(const Request& q, int rank, Clock::time_point now, bool
 void MessageTable::note_splits(const Request& q, int rank, Slot& slot) const {
   if (slot.matrix.empty()) slot.matrix.assign(static_cast<size_t>(size_) * static_cast<size_t>(size_), 0);
   const auto bad = [&](const std::string& why) {
-    slot.splits_error += (slot.splits_error.empty() ? "" : "; ") + std::string("rank ") + std::to_string(rank) + " " + why;
+    slot.splits_error += (slot.splits_error.empty() ? "" : "; ") + std::string("rank ") + std::to_string(global(rank)) + " " + why;
   };
   if (q.shape.empty()) return bad("sent a scalar (alltoall needs a first dimension to split)");
   const int64_t rows = q.shape[0];
@@ -244,7 +260,7 @@ void MessageTable::release_group_if_ready(const std::string& name) {
   for (int32_t v : g.size_by_rank) announced = std::max(announced, v);
   std::vector<std::string> sizes;
   for (int32_t v : g.size_by_rank) sizes.push_back(std::to_string(v < 0 ? announced : v));
-  const std::string d = describe_disagreement("group size", sizes);
+  const std::string d = describe_disagreement("group size", sizes, members_);
   if (!d.empty())
     head.group_error = "grouped " + std::string(op_kind_name(head.first.kind)) + " \"" + name + "\": " + d;
   for (uint32_t index : g.members) {
@@ -285,6 +301,7 @@ size_t MessageTable::take_group(size_t k, FusionPlanner* planner) {
         error = "grouped " + std::string(op_kind_name(slot.first.kind)) + " \"" + slot.first.group + "\": member \"" +
                 name + "\" was not submitted by every rank";
       members[i].names = {name};
+      members[i].process_set = set_id_;
       continue;
     }
     build(name, slot, &members[i]);
@@ -315,6 +332,7 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
   Response& r = *out;
   r.names.resize(1);
   r.names[0] = name;
+  r.process_set = set_id_;
   r.dtype = first.dtype;
   r.reduce_op = first.reduce_op;
   r.device = first.device;
@@ -371,8 +389,9 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
         r.sizes[0] = num_elements(first.shape);
         return;
       case OpKind::kBroadcast:
-        if (first.root < 0 || first.root >= size_) break;  // the descriptive path explains
+        if (index_of(first.root) < 0) break;  // the descriptive path explains
         r.type = Response::Type::kBroadcast;
+        r.root = index_of(first.root);
         r.sizes[0] = num_elements(first.shape);
         return;
       case OpKind::kAllgather:
@@ -418,7 +437,7 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
     std::vector<std::string> values;
     values.reserve(reqs.size());
     for (const Request& q : reqs) values.push_back(text_of(q));
-    std::string d = describe_disagreement(attribute, values);
+    std::string d = describe_disagreement(attribute, values, members_);
     return d.empty() ? d : "\"" + name + "\": " + d;
   };
   // Kind first: when ranks call different collectives nothing else is comparable.
@@ -448,10 +467,12 @@ Response MessageTable::describe(const std::string& name, const std::vector<Reque
       d = check("root", [](const Request& q) { return std::to_string(q.root); });
       if (d.empty()) d = check("shape", [](const Request& q) { return shape_string(q.shape); });
       if (!d.empty()) return fail_prefixed(d);
-      if (first.root < 0 || first.root >= size_)
-        return fail_prefixed("\"" + name + "\": root " + std::to_string(first.root) + " is not a rank (size " +
-                             std::to_string(size_) + ")");
+      if (index_of(first.root) < 0)
+        return fail_prefixed("\"" + name + "\": root " + std::to_string(first.root) +
+                             (members_.empty() ? " is not a rank (size " + std::to_string(size_) + ")"
+                                               : " is not in the process set"));
       r.type = Response::Type::kBroadcast;
+      r.root = index_of(first.root);
       r.sizes = {num_elements(first.shape)};
       return r;
     case OpKind::kAllgather: {
@@ -499,9 +520,9 @@ std::vector<MessageTable::Pending> MessageTable::stalled(double min_wait_seconds
     Pending p{slots_.name(index), slot.first.kind, {}, {}, waited};
     for (int r = 0; r < size_; ++r) {
       if (slot.have[r] || joined_[r]) {
-        p.ready_ranks.push_back(r);
+        p.ready_ranks.push_back(global(r));
       } else {
-        p.missing_ranks.push_back(r);
+        p.missing_ranks.push_back(global(r));
       }
     }
     out.push_back(std::move(p));

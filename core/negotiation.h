@@ -23,9 +23,15 @@ namespace kolo {
 class MessageTable {
  public:
   using Clock = std::chrono::steady_clock;
+  // The table of the global set: ranks 0 .. world_size-1.
   explicit MessageTable(int world_size);
+  // The table of a process set (core/process_set.h): `members` are its job ranks, ascending.
+  // Requests and messages speak job ranks; the responses' root, allgather sizes and
+  // alltoall matrix are indexed by the rank within the set (position in `members`).
+  // Its responses carry Response::process_set = `process_set`.
+  MessageTable(int32_t process_set, std::vector<int> members);
 
-  // Records one rank's request. Requests with a rank outside [0, size) are rejected.
+  // Records one rank's request. Requests from a rank outside the set are rejected.
   // *first (optional) tells whether this was the first request seen for the name.
   Status add(const Request& request, Clock::time_point now = Clock::now(), bool* first = nullptr) {
     return add(request, request.rank, now, first);
@@ -106,7 +112,13 @@ class MessageTable {
   // Takes the run of group members starting at completed_[k] into the planner.
   size_t take_group(size_t k, FusionPlanner* planner);
 
+  // Set position <-> job rank (the identity for the global set).
+  int global(int index) const { return members_.empty() ? index : members_[static_cast<size_t>(index)]; }
+  int index_of(int rank) const;
+
   int size_;
+  std::vector<int> members_;  // empty for the global set
+  int32_t set_id_ = 0;
   SlotTable<Slot> slots_;
   std::unordered_map<std::string, Group> groups_;
   std::vector<uint32_t> completed_;  // slots complete since the last take_ready
@@ -118,8 +130,10 @@ class MessageTable {
 };
 
 // Describes how the ranks disagree on one attribute: "shape [2,3] on ranks 0,2 but [2,4] on
-// rank 1". `values[r]` is rank r's value as text. Empty when all agree.
-std::string describe_disagreement(const char* attribute, const std::vector<std::string>& values);
+// rank 1". `values[r]` is rank r's value as text; `labels` (optional) names position r by
+// labels[r] instead (a process set's job ranks). Empty when all agree.
+std::string describe_disagreement(const char* attribute, const std::vector<std::string>& values,
+                                  const std::vector<int>& labels = {});
 // "0,2,5"
 std::string join_ranks(const std::vector<int>& ranks);
 

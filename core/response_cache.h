@@ -10,6 +10,9 @@
 // matches its cached signature sends only the id; rank 0 rebuilds the request from its own
 // copy. Anything else (a new name, a changed shape) travels in full.
 // Allgather and alltoall are never cached: their first dimension and splits differ per rank.
+// Nor are collectives on a process set other than the global one: a set's responses are
+// executed by its members only, so rank 0 (a member or not) could not keep the same cache as
+// them; their requests always travel in full (docs/collectives.md, "Process sets").
 //
 // Why ids and not Horovod's per-cycle bit vector: kolo's ranks do not negotiate in lockstep
 // cycles (docs/runtime.md), so a collective bitwise AND each cycle would bring the lockstep
@@ -47,7 +50,7 @@ class ResponseCache {
   void remember(const Request& q);
 
   static bool cacheable(const Request& q) {
-    return q.kind != OpKind::kAllgather && q.kind != OpKind::kAlltoall;
+    return q.kind != OpKind::kAllgather && q.kind != OpKind::kAlltoall && q.process_set == 0;
   }
 
  private:

@@ -18,6 +18,8 @@
 #include "core/handle_state.h"
 #include "core/host_info.h"
 #include "core/logging.h"
+#include "core/process_set.h"
+#include "core/runtime_access.h"
 #include "core/tensor_queue.h"
 #include "core/timeline.h"
 #include "kolo/collectives.h"
@@ -31,6 +33,7 @@ struct Runtime {
   std::unique_ptr<Backend> backend;
   TensorQueue queue;
   Timeline timeline;  // rank 0 only, when KOLO_TIMELINE is set
+  ProcessSetRegistry sets;  // before the coordinator, which borrows it
   std::unique_ptr<Coordinator> coordinator;
   Topology topo;
 };
@@ -152,12 +155,37 @@ Status validate_header(const Request& q, const std::string& name, int size) {
   return Status::ok();
 }
 
+// A collective on a process set: the set is registered and active here, this rank is in
+// it, and a broadcast root is in it too.
+Status check_process_set(const Request& q, const std::string& name, const Runtime& rt) {
+  auto where = [&] { return std::string(op_kind_name(q.kind)) + " \"" + name + "\": "; };
+  bool active = false;
+  auto ranks = rt.sets.ranks(q.process_set, &active);
+  if (!ranks || !active)
+    return Status::invalid_argument(where() + "process set " + std::to_string(q.process_set) +
+                                    " is not registered (it was removed, or kolo::add_process_set has not returned)");
+  const auto in = [&](int r) { return std::binary_search(ranks->begin(), ranks->end(), r); };
+  if (!in(q.rank))
+    return Status::invalid_argument(where() + "rank " + std::to_string(q.rank) + " is not in " +
+                                    describe_process_set(q.process_set, *ranks) +
+                                    "; only its members may submit collectives on it");
+  if (q.kind == OpKind::kBroadcast && !in(q.root))
+    return Status::invalid_argument(where() + "root " + std::to_string(q.root) + " is not in " +
+                                    describe_process_set(q.process_set, *ranks) +
+                                    " (a broadcast root is a job rank, and must be a member)");
+  return Status::ok();
+}
+
 // Everything about one submission this rank can judge alone; `rt` is set when it passes.
 Status check_submission(const TensorView& t, const std::string& name, const Request& req, Runtime** rt) {
   KOLO_RETURN_IF_ERROR(validate(t, name, op_kind_name(req.kind).data()));
   *rt = g_runtime.get();
   if (!*rt) return Status::invalid_argument("kolo is not initialised: call kolo::init() first");
-  return validate_header(req, name, (*rt)->topo.size);
+  KOLO_RETURN_IF_ERROR(validate_header(req, name, (*rt)->topo.size));
+  if (req.process_set == 0) return Status::ok();
+  Request q = req;
+  q.rank = (*rt)->topo.rank;
+  return check_process_set(q, name, **rt);
 }
 
 // `req` is the request's header (kind, reduce op, root, scales); the queue fills in the rest.
@@ -231,6 +259,15 @@ Request reduce_request(OpKind kind, const AllreduceOptions& o) {
   q.reduce_op = o.op;
   q.prescale = o.prescale;
   q.postscale = o.postscale;
+  q.process_set = o.process_set.id();
+  return q;
+}
+
+// A request header of `kind` on `set`.
+Request set_request(OpKind kind, const ProcessSet& set) {
+  Request q;
+  q.kind = kind;
+  q.process_set = set.id();
   return q;
 }
 
@@ -258,7 +295,7 @@ void init(int* argc, char*** argv) {
       throw Error(s);
     }
   }
-  rt->coordinator = std::make_unique<Coordinator>(rt->config, *rt->backend, rt->queue, &rt->timeline);
+  rt->coordinator = std::make_unique<Coordinator>(rt->config, *rt->backend, rt->queue, &rt->timeline, &rt->sets);
   rt->coordinator->start();
   static bool registered = false;
   if (!registered) {
@@ -268,6 +305,8 @@ void init(int* argc, char*** argv) {
     registered = true;
   }
   g_runtime = std::move(rt);
+  // KOLO_PROCESS_SETS: registered as add_process_set does it (every rank agrees, ids 1, 2, ...).
+  for (const auto& ranks : g_runtime->config.process_sets) detail::add_process_set_as(ranks, "KOLO_PROCESS_SETS");
 }
 
 void shutdown() {
@@ -310,25 +349,22 @@ void allreduce(const TensorView& tensor, const std::string& name, const Allreduc
   synchronize(allreduce_async(tensor, name, options));
 }
 
-Handle broadcast_async(const TensorView& tensor, int root, const std::string& name) {
-  Request q;
-  q.kind = OpKind::kBroadcast;
+Handle broadcast_async(const TensorView& tensor, int root, const std::string& name, const ProcessSet& set) {
+  Request q = set_request(OpKind::kBroadcast, set);
   q.root = root;
   return submit(tensor, name, std::move(q));
 }
 
-void broadcast(const TensorView& tensor, int root, const std::string& name) {
-  synchronize(broadcast_async(tensor, root, name));
+void broadcast(const TensorView& tensor, int root, const std::string& name, const ProcessSet& set) {
+  synchronize(broadcast_async(tensor, root, name, set));
 }
 
-Handle allgather_async(const TensorView& input, const std::string& name) {
-  Request q;
-  q.kind = OpKind::kAllgather;
-  return submit(input, name, std::move(q));
+Handle allgather_async(const TensorView& input, const std::string& name, const ProcessSet& set) {
+  return submit(input, name, set_request(OpKind::kAllgather, set));
 }
 
-Tensor allgather(const TensorView& input, const std::string& name) {
-  Handle h = allgather_async(input, name);
+Tensor allgather(const TensorView& input, const std::string& name, const ProcessSet& set) {
+  Handle h = allgather_async(input, name, set);
   return h.gathered();
 }
 
@@ -344,19 +380,21 @@ void allreduce(const TensorView& input, const TensorView& output, const std::str
   synchronize(allreduce_async(input, output, name, options));
 }
 
-Handle broadcast_async(const TensorView& input, const TensorView& output, int root, const std::string& name) {
+Handle broadcast_async(const TensorView& input, const TensorView& output, int root, const std::string& name,
+                       const ProcessSet& set) {
   if (Status s = copy_for_out_of_place(input, output, name, "broadcast"); !s.is_ok())
     return failed(name, OpKind::kBroadcast, s);
-  return broadcast_async(output, root, name);
+  return broadcast_async(output, root, name, set);
 }
 
-void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name) {
-  synchronize(broadcast_async(input, output, root, name));
+void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name,
+               const ProcessSet& set) {
+  synchronize(broadcast_async(input, output, root, name, set));
 }
 
-Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name) {
-  Request q;
-  q.kind = OpKind::kAlltoall;
+Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
+                      const ProcessSet& set) {
+  Request q = set_request(OpKind::kAlltoall, set);
   q.splits = splits;
   // An empty list would read as the even split: refused here (the peers are not told).
   if (splits.empty())
@@ -367,21 +405,21 @@ Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& split
   return submit(input, name, std::move(q));
 }
 
-Handle alltoall_async(const TensorView& input, const std::string& name) {
-  Request q;
-  q.kind = OpKind::kAlltoall;
-  return submit(input, name, std::move(q));
+Handle alltoall_async(const TensorView& input, const std::string& name, const ProcessSet& set) {
+  return submit(input, name, set_request(OpKind::kAlltoall, set));
 }
 
 Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
-                std::vector<int64_t>* received_splits) {
-  Handle h = alltoall_async(input, splits, name);
+                std::vector<int64_t>* received_splits, const ProcessSet& set) {
+  Handle h = alltoall_async(input, splits, name, set);
   Tensor out = h.output();
   if (received_splits) *received_splits = h.received_splits();
   return out;
 }
 
-Tensor alltoall(const TensorView& input, const std::string& name) { return alltoall_async(input, name).output(); }
+Tensor alltoall(const TensorView& input, const std::string& name, const ProcessSet& set) {
+  return alltoall_async(input, name, set).output();
+}
 
 Handle reducescatter_async(const TensorView& input, const std::string& name, const AllreduceOptions& o) {
   return submit(input, name, reduce_request(OpKind::kReducescatter, o));
@@ -406,14 +444,13 @@ void grouped_allreduce(const std::vector<TensorView>& tensors, const std::string
   synchronize(grouped_allreduce_async(tensors, name, o));
 }
 
-Handle grouped_allgather_async(const std::vector<TensorView>& inputs, const std::string& name) {
-  Request q;
-  q.kind = OpKind::kAllgather;
-  return submit_group(inputs, name, std::move(q));
+Handle grouped_allgather_async(const std::vector<TensorView>& inputs, const std::string& name, const ProcessSet& set) {
+  return submit_group(inputs, name, set_request(OpKind::kAllgather, set));
 }
 
-std::vector<Tensor> grouped_allgather(const std::vector<TensorView>& inputs, const std::string& name) {
-  return grouped_allgather_async(inputs, name).outputs();
+std::vector<Tensor> grouped_allgather(const std::vector<TensorView>& inputs, const std::string& name,
+                                      const ProcessSet& set) {
+  return grouped_allgather_async(inputs, name, set).outputs();
 }
 
 Handle grouped_reducescatter_async(const std::vector<TensorView>& inputs, const std::string& name,
@@ -482,9 +519,18 @@ int join() {
   return state->join_last_rank;
 }
 
-void barrier(const std::string& name) {
+void barrier(const std::string& name, const ProcessSet& set) {
   int32_t token = 0;
-  allreduce(TensorView::of(&token, {1}), name, AllreduceOptions{ReduceOp::kSum});
+  allreduce(TensorView::of(&token, {1}), name, AllreduceOptions{ReduceOp::kSum, 1.0, 1.0, set});
 }
+
+namespace detail {
+
+RuntimeAccess runtime_access() {
+  Runtime& rt = runtime();
+  return RuntimeAccess{&rt.sets, &rt.queue, rt.topo.rank, rt.topo.size};
+}
+
+}  // namespace detail
 
 }  // namespace kolo

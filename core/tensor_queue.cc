@@ -83,7 +83,7 @@ bool TensorQueue::has_requests() {
 }
 
 Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out,
-                                 bool skip_missing) {
+                                 bool skip_missing, int32_t process_set) {
   std::lock_guard<std::mutex> lock(mu_);
   taking_.clear();
   for (const std::string& n : names) {
@@ -92,6 +92,12 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
       if (skip_missing) continue;
       out->clear();
       return Status::internal("rank 0 scheduled \"" + n + "\", which this rank has not submitted");
+    }
+    if (const int32_t mine = entries_.value(static_cast<uint32_t>(i)).request.process_set; mine != process_set) {
+      if (skip_missing) continue;  // the same name in flight in another set
+      out->clear();
+      return Status::internal("rank 0 scheduled \"" + n + "\" on process set " + std::to_string(process_set) +
+                              ", but this rank submitted it on process set " + std::to_string(mine));
     }
     taking_.push_back(static_cast<uint32_t>(i));
   }
@@ -119,6 +125,13 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
     to.slot = taking_[k];
   }
   return Status::ok();
+}
+
+size_t TensorQueue::pending_in_set(int32_t process_set) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  entries_.for_each_in_use([&](uint32_t i) { n += entries_.value(i).request.process_set == process_set ? 1 : 0; });
+  return n;
 }
 
 void TensorQueue::release(const std::vector<TensorEntry>& entries) {

@@ -59,9 +59,12 @@ class TensorQueue {
   // Moves the entries for `names` into *out (resized to names.size(); out's element buffers
   // are reused, not freed). The names stay reserved until release(). A name that is not
   // pending (never pushed, or already taken) is an error and takes nothing — unless
-  // `skip_missing`, when such names are left out of *out.
+  // `skip_missing`, when such names are left out of *out. So is a name pending on another
+  // process set than `process_set` (Request::process_set).
   Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out,
-                      bool skip_missing = false);
+                      bool skip_missing = false, int32_t process_set = 0);
+  // How many collectives on `process_set` this rank has submitted and not yet completed.
+  size_t pending_in_set(int32_t process_set);
   // Frees the names of `entries` (taken by take_entries) for their next submission. Call it
   // before completing their handles, so that a thread woken by its handle may resubmit.
   void release(const std::vector<TensorEntry>& entries);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -93,6 +94,7 @@ class MpiBackend final : public Backend {
   // back to MPI when the segment cannot be set up (create() fails on every rank alike, so
   // all ranks agree); `shm` makes that an init() error; `mpi` skips it.
   Status add_shm_executor(const Config& config) {
+    cpu_operations_ = config.cpu_operations;
     if (config.cpu_operations == CpuOperations::kMpi) return Status::ok();
     shm::ShmExecutor::Options so;
     so.peer_timeout = std::chrono::seconds(60);
@@ -122,6 +124,7 @@ class MpiBackend final : public Backend {
     mine.host = topo_.rank;
     MPI_Bcast(&mine.host, 1, MPI_INT, 0, local_);
     std::snprintf(mine.name, sizeof(mine.name), "%s", host_name().c_str());
+    host_id_ = mine.host;
     std::vector<Id> all(static_cast<size_t>(topo_.size));
     KOLO_RETURN_IF_ERROR(ops::mpi_status(
         MPI_Allgather(&mine, sizeof(Id), MPI_BYTE, all.data(), sizeof(Id), MPI_BYTE, data_), "MPI_Allgather(ids)"));
@@ -134,8 +137,18 @@ class MpiBackend final : public Backend {
     }
     liveness_ = std::make_unique<Liveness>(
         topo_.rank, std::move(peers),
-        std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_seconds * 1000.0)), channel_.get());
+        std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_seconds * 1000.0)), channel_.get(),
+        thread_level() >= MPI_THREAD_MULTIPLE);
+    if (topo_.size > 1 && !liveness_->has_listener_thread())
+      KOLO_LOG(LogLevel::kDebug, "heartbeats from the coordinator's waits (no listener thread: MPI thread level "
+                                     << thread_level() << ", or no peer on another host)");
     return Status::ok();
+  }
+
+  static int thread_level() {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    return provided;
   }
 
   Liveness* liveness() override { return liveness_.get(); }
@@ -185,6 +198,40 @@ class MpiBackend final : public Backend {
     return d;
   }
 
+  // A process set's executors: MPI on a communicator of its members (MPI_Comm_create_group,
+  // collective over the members only), and shared memory among its members on each host when
+  // the shm group can be built for them (else MPI alone). No zero-copy arena (the job's arena
+  // belongs to the global set's group) and no GPU executors (docs/collectives.md).
+  Status set_executors(int32_t id, const std::vector<int>& members, const std::vector<Executor*>** out) override {
+    if (auto it = sets_.find(id); it != sets_.end()) {
+      *out = &it->second.list;
+      return Status::ok();
+    }
+    SetExecutors& x = sets_[id];
+    Status s = make_set_executors(id, members, &x);
+    if (!s.is_ok()) {
+      release_set(id);
+      return Status::communication("process set " + std::to_string(id) + ": could not set up its executors: " +
+                                   s.message());
+    }
+    *out = &x.list;
+    return Status::ok();
+  }
+
+  void release_set(int32_t id) override {
+    auto it = sets_.find(id);
+    if (it == sets_.end()) return;
+    SetExecutors& x = it->second;
+    x.list.clear();
+    x.shm.reset();
+    x.mpi.reset();
+    const bool peer_dead = liveness_ && !liveness_->dead().is_ok();
+    if (!peer_dead)
+      for (MPI_Comm* c : {&x.comm, &x.local, &x.cross})
+        if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
+    sets_.erase(it);
+  }
+
   const Topology& topology() const override { return topo_; }
   ControlChannel& channel() override { return *channel_; }
   const std::vector<Executor*>& executors() override { return executors_; }
@@ -192,6 +239,8 @@ class MpiBackend final : public Backend {
   void finalize() override {
     if (finalized_) return;
     finalized_ = true;
+    if (liveness_) liveness_->stop();  // its thread uses the channel and the communicators
+    while (!sets_.empty()) release_set(sets_.begin()->first);
     executors_.clear();
     gpu_executors_.clear();
     shm_executor_.reset();  // before the MPI executor the staged one borrows
@@ -215,6 +264,49 @@ class MpiBackend final : public Backend {
   }
 
  private:
+  struct SetExecutors {
+    MPI_Comm comm = MPI_COMM_NULL, local = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+    std::unique_ptr<ops::MpiExecutor> mpi;
+    std::unique_ptr<shm::ShmExecutor> shm;
+    std::vector<Executor*> list;
+  };
+
+  Status make_set_executors(int32_t id, const std::vector<int>& members, SetExecutors* x) {
+    MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    MPI_Comm_group(data_, &all);
+    MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
+    // The tag keeps creations of different sets apart; ids are unique per job.
+    const int rc = MPI_Comm_create_group(data_, group, static_cast<int>(id), &x->comm);
+    MPI_Group_free(&group);
+    MPI_Group_free(&all);
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(rc, "MPI_Comm_create_group"));
+    MPI_Comm_set_errhandler(x->comm, MPI_ERRORS_RETURN);
+    Topology t;
+    MPI_Comm_rank(x->comm, &t.rank);
+    MPI_Comm_size(x->comm, &t.size);
+    // The set's ranks on this host (host_id_: the host's first job rank, or the pretend host
+    // under KOLO_TEST_RANKS_PER_HOST), and one communicator per local rank across hosts.
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Comm_split(x->comm, host_id_, t.rank, &x->local), "MPI_Comm_split"));
+    MPI_Comm_rank(x->local, &t.local_rank);
+    MPI_Comm_size(x->local, &t.local_size);
+    KOLO_RETURN_IF_ERROR(
+        ops::mpi_status(MPI_Comm_split(x->comm, t.local_rank, t.rank, &x->cross), "MPI_Comm_split"));
+    MPI_Comm_rank(x->cross, &t.cross_rank);
+    MPI_Comm_size(x->cross, &t.cross_size);
+    x->mpi = std::make_unique<ops::MpiExecutor>(x->comm, mpi_executor_->chunk_bytes(), liveness_.get());
+    if (cpu_operations_ != CpuOperations::kMpi && t.size > 1) {
+      shm::ShmExecutor::Options so;
+      so.peer_timeout = std::chrono::seconds(60);
+      so.liveness = liveness_.get();
+      // Collective over the set: every member gets the executor or none does.
+      Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
+      if (s.is_ok()) x->list.push_back(x->shm.get());
+      else KOLO_LOG(LogLevel::kInfo, "process set " << id << ": shared memory unavailable, using MPI: " << s.message());
+    }
+    x->list.push_back(x->mpi.get());
+    return Status::ok();
+  }
+
   Topology topo_;
   bool owns_mpi_ = false;
   bool finalized_ = false;
@@ -226,6 +318,9 @@ class MpiBackend final : public Backend {
   std::vector<std::unique_ptr<Executor>> gpu_executors_;  // empty unless KOLO_HAVE_CUDA
   std::vector<Executor*> executors_;
   std::string no_shm_reason_;  // why there is no shm executor in auto mode
+  int host_id_ = 0;            // the first job rank of this rank's (pretend) host
+  CpuOperations cpu_operations_ = CpuOperations::kAuto;
+  std::map<int32_t, SetExecutors> sets_;  // process sets' executors, made on first use
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 // MPI reports them complete; receives use matched probes (MPI_Improbe/MPI_Mrecv), safe
 // under MPI_THREAD_MULTIPLE.
 //
-// Thread safety: coordinator thread only.
+// Thread safety: coordinator thread only, except send_heartbeat and poll_heartbeat, which
+// keep no state and may be called from any thread at once under MPI_THREAD_MULTIPLE (the
+// liveness listener thread, core/liveness.h).
 #pragma once
 
 #include <mpi.h>

@@ -31,6 +31,7 @@ class MpiExecutor final : public Executor {
   bool accepts(const Response& r) const override { return r.device.is_cpu(); }
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
   void set_cpu_chunk_bytes(size_t bytes) override { chunk_bytes_ = bytes; }
+  size_t chunk_bytes() const { return chunk_bytes_; }
 
   // In-place chunked allreduce of `count` elements at `buf` (shared with other executors'
   // tests and the benchmarks). fp16/bf16 in float32, as above.

@@ -12,6 +12,14 @@
 // Invalid arguments that one rank can judge alone (empty name, negative dimension, null
 // data, non-finite scale factors, a broadcast root outside [0, size)) fail the handle at once.
 //
+// Process sets (kolo/process_set.h): every collective takes one — AllreduceOptions::
+// process_set, or a last `process_set` argument — and runs among its members only (the
+// global set, every rank, by default). "Rank" and "size" below then mean the rank within the
+// set and the set's size, except a broadcast root, which stays a job rank (as in Horovod).
+// A submission from a rank outside the set, or to a set not registered, fails at once on
+// that rank. A name identifies one collective in flight per rank: the same name may be in
+// flight on two disjoint sets at once, not twice on one rank.
+//
 // REQUIRES: kolo::init() was called.
 // Memory: the view's memory must stay valid and untouched until the Handle completes;
 // kolo never takes ownership of it.
@@ -32,6 +40,7 @@
 #include <vector>
 
 #include "kolo/handle.h"
+#include "kolo/process_set.h"
 #include "kolo/tensor.h"
 
 namespace kolo {
@@ -40,6 +49,7 @@ struct AllreduceOptions {
   ReduceOp op = ReduceOp::kAverage;
   double prescale = 1.0;   // multiply inputs before reducing
   double postscale = 1.0;  // multiply the result after reducing
+  ProcessSet process_set{};  // the ranks taking part (default: every rank)
 };
 
 // In place: on completion `tensor` holds the reduction over all ranks. fp16/bf16 tensors are
@@ -54,14 +64,15 @@ void allreduce(const TensorView& tensor, const std::string& name,
                const AllreduceOptions& options = {});
 
 // In place: on completion every rank's `tensor` holds root's values.
-Handle broadcast_async(const TensorView& tensor, int root, const std::string& name);
-void broadcast(const TensorView& tensor, int root, const std::string& name);
+Handle broadcast_async(const TensorView& tensor, int root, const std::string& name,
+                       const ProcessSet& process_set = {});
+void broadcast(const TensorView& tensor, int root, const std::string& name, const ProcessSet& process_set = {});
 
 // Concatenates every rank's `input` along the first dimension, in rank order. The first
 // dimension may differ per rank; the others must agree. The result is owned by the handle
 // (Handle::gathered()) or returned by the blocking form.
-Handle allgather_async(const TensorView& input, const std::string& name);
-Tensor allgather(const TensorView& input, const std::string& name);
+Handle allgather_async(const TensorView& input, const std::string& name, const ProcessSet& process_set = {});
+Tensor allgather(const TensorView& input, const std::string& name, const ProcessSet& process_set = {});
 
 // Out of place: on completion `output` holds the reduction of every rank's `input`, which
 // is left unchanged. `output` must have input's dtype, element count and device; CPU only
@@ -72,8 +83,10 @@ Handle allreduce_async(const TensorView& input, const TensorView& output, const 
 void allreduce(const TensorView& input, const TensorView& output, const std::string& name,
                const AllreduceOptions& options = {});
 // Out of place: `output` gets root's `input` on every rank (root's own output included).
-Handle broadcast_async(const TensorView& input, const TensorView& output, int root, const std::string& name);
-void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name);
+Handle broadcast_async(const TensorView& input, const TensorView& output, int root, const std::string& name,
+                       const ProcessSet& process_set = {});
+void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name,
+               const ProcessSet& process_set = {});
 
 // Alltoall: this rank sends rows [s_0 + ... + s_{j-1}, ... + s_j) of `input`'s first
 // dimension to rank j, where s = `splits` (one entry per rank, each >= 0, adding up to
@@ -85,11 +98,12 @@ void broadcast(const TensorView& input, const TensorView& output, int root, cons
 // ranks and values. The forms without `splits` split evenly: input.shape[0] / size rows to
 // every rank (shape[0] must be a multiple of size, on every rank).
 // The result is owned by the handle (Handle::output()) or returned by the blocking form.
-Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name);
-Handle alltoall_async(const TensorView& input, const std::string& name);
+Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
+                      const ProcessSet& process_set = {});
+Handle alltoall_async(const TensorView& input, const std::string& name, const ProcessSet& process_set = {});
 Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
-                std::vector<int64_t>* received_splits = nullptr);
-Tensor alltoall(const TensorView& input, const std::string& name);
+                std::vector<int64_t>* received_splits = nullptr, const ProcessSet& process_set = {});
+Tensor alltoall(const TensorView& input, const std::string& name, const ProcessSet& process_set = {});
 
 // Reducescatter: reduces `input` (the same shape on every rank, at least one dimension) over
 // all ranks with options.op / prescale / postscale as allreduce does (kAverage by default, as
@@ -113,15 +127,17 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const std
                                const AllreduceOptions& options = {});
 void grouped_allreduce(const std::vector<TensorView>& tensors, const std::string& name,
                        const AllreduceOptions& options = {});
-Handle grouped_allgather_async(const std::vector<TensorView>& inputs, const std::string& name);
-std::vector<Tensor> grouped_allgather(const std::vector<TensorView>& inputs, const std::string& name);
+Handle grouped_allgather_async(const std::vector<TensorView>& inputs, const std::string& name,
+                               const ProcessSet& process_set = {});
+std::vector<Tensor> grouped_allgather(const std::vector<TensorView>& inputs, const std::string& name,
+                                      const ProcessSet& process_set = {});
 Handle grouped_reducescatter_async(const std::vector<TensorView>& inputs, const std::string& name,
                                    const AllreduceOptions& options = {});
 std::vector<Tensor> grouped_reducescatter(const std::vector<TensorView>& inputs, const std::string& name,
                                           const AllreduceOptions& options = {});
 
-// Blocks until every rank has called barrier (negotiated like any collective).
-void barrier(const std::string& name = "kolo.barrier");
+// Blocks until every rank (of `process_set`) has called barrier (negotiated like any collective).
+void barrier(const std::string& name = "kolo.barrier", const ProcessSet& process_set = {});
 
 // The automatic name for a call of `kind` at `site` (see "Automatic names"); counts the call.
 std::string auto_name(OpKind kind, const std::source_location& site);

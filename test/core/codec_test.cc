@@ -28,6 +28,7 @@ Request random_request(std::mt19937& rng, int i) {
     q.group = "group." + std::to_string(rng() % 10);
     q.group_size = static_cast<int32_t>(1 + rng() % 200);
   }
+  q.process_set = static_cast<int32_t>(rng() % 3);
   return q;
 }
 
@@ -81,6 +82,7 @@ TEST_CASE("response lists survive encode/decode unchanged", "[codec]") {
   rs.sizes = {7, 12};
   rs.reduce_op = ReduceOp::kProduct;
   rs.postscale = 0.125;
+  rs.process_set = 3;
   g.joined = {1, 3};
   g.row_shape = {4, 2};
   a.joined = {0};

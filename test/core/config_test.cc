@@ -62,7 +62,8 @@ TEST_CASE("accepted forms are parsed", "[config]") {
                  {"KOLO_STALL_SHUTDOWN_TIME_SECONDS", "30"},
                  {"KOLO_TEST_RANKS_PER_HOST", "2"},
                  {"KOLO_BURST_HOLD_MICROSECONDS", "0"},
-                 {"KOLO_PEER_TIMEOUT_SECONDS", "2.5"}},
+                 {"KOLO_PEER_TIMEOUT_SECONDS", "2.5"},
+                 {"KOLO_TEST_STALL_SECONDS", "1.5"}},
                 &c)
               .is_ok());
   CHECK(c.fusion_threshold_bytes == 64u << 20);
@@ -75,6 +76,7 @@ TEST_CASE("accepted forms are parsed", "[config]") {
   CHECK(c.ranks_per_host_override == 2);
   CHECK(c.burst_hold_us == 0);
   CHECK(c.peer_timeout_seconds == 2.5);
+  CHECK(c.test_stall_seconds == 1.5);
   REQUIRE(parse({{"KOLO_FUSION_THRESHOLD", "0"}}, &c).is_ok());
   CHECK(c.fusion_threshold_bytes == 0);
 }
@@ -106,10 +108,27 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
     CHECK(msg("KOLO_PEER_TIMEOUT_SECONDS", bad) ==
           "KOLO_PEER_TIMEOUT_SECONDS=\"" + std::string(bad) +
               "\" is not valid: expected a number of seconds from 0.1 to 86400, such as 5");
+  for (const char* bad : {"-1", "x", "4000"})
+    CHECK(msg("KOLO_TEST_STALL_SECONDS", bad) == "KOLO_TEST_STALL_SECONDS=\"" + std::string(bad) +
+                                                     "\" is not valid: expected a number of seconds from 0 (off) to 3600");
   CHECK(msg("KOLO_BURST_HOLD_MICROSECONDS", "-3").find("microseconds from 0 (off)") != std::string::npos);
   CHECK(msg("KOLO_VERBOSE", "yes") == "KOLO_VERBOSE=\"yes\" is not valid: expected 0 or 1");
   CHECK(msg("KOLO_NETWORK_INTERFACE", "eth0,eth1").find("one network interface name") != std::string::npos);
   CHECK(msg("KOLO_NETWORK_INTERFACE", "").find("KOLO_NETWORK_INTERFACE") == 0);
+  CHECK(msg("KOLO_NUM_SERVERS", "-1") ==
+        "KOLO_NUM_SERVERS=\"-1\" is not valid: expected a whole number of server ranks (0 = none)");
+  CHECK(msg("KOLO_NUM_SERVERS", "1.5").find("whole number") != std::string::npos);
+  CHECK(msg("KOLO_KVSTORE_BIGARRAY_BOUND", "0").find("at least 1") != std::string::npos);
+}
+
+TEST_CASE("KVStore knobs", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.num_servers == 0);
+  CHECK(c.kvstore_bigarray_bound == 1000000);
+  REQUIRE(parse({{"KOLO_NUM_SERVERS", "2"}, {"KOLO_KVSTORE_BIGARRAY_BOUND", "4096"}}, &c).is_ok());
+  CHECK(c.num_servers == 2);
+  CHECK(c.kvstore_bigarray_bound == 4096);
 }
 
 TEST_CASE("KOLO_VERBOSE and KOLO_NETWORK_INTERFACE", "[config]") {

@@ -4,9 +4,14 @@
 //   between  the victim dies between collectives; the others have one allreduce pending
 //   inside   every rank runs 64 MB allreduces back to back; the victim dies once its own
 //            buffer shows the collective under way (first element reduced, last not yet)
-//   inside-8M  the same with 8 MB
 //   slow     rank 0 (or 1) stops the victim with SIGSTOP for 2.5 s, then SIGCONT; every
 //            collective must succeed (a stopped rank is slow, not dead)
+//   busy     the victim's coordinator stays out of every wait for 2.5x KOLO_PEER_TIMEOUT_SECONDS
+//            before its collective (KOLO_TEST_STALL_SECONDS, set here on the victim only):
+//            its heartbeat thread must keep it alive; the collective must succeed
+//   stopped  rank 0 (or 1) stops the victim with SIGSTOP and leaves it stopped: a stopped
+//            rank on another host is indistinguishable from a dead one, so the others must
+//            fail naming it within the bound; the stopper then kills it (SIGKILL)
 // Lines: "PID rank R pid P", "VICTIM rank R t=<s>", "SURVIVOR rank R t=<s> pending|later:
 // <message>", "SLOW-OK rank R", all times CLOCK_MONOTONIC (one clock for the whole host).
 #include <signal.h>
@@ -15,27 +20,19 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kolo/kolo.h"
+#include "test/dead_peer_util.h"
 
 namespace {
 
-double now_s() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-[[noreturn]] void die() {
-  std::printf("VICTIM rank %d t=%.6f\n", kolo::rank(), now_s());
-  std::fflush(stdout);
-  kill(getpid(), SIGKILL);
-  for (;;) pause();
-}
+using kolo::test::die;
+using kolo::test::now_s;
 
 // A survivor's handle must fail (not hang: the driver's 10 s bound is checked against t).
 int report(const kolo::Handle& h, const char* label) {
@@ -130,11 +127,62 @@ int slow(int victim) {
   return 0;
 }
 
+double peer_timeout() {
+  const char* t = std::getenv("KOLO_PEER_TIMEOUT_SECONDS");
+  return t != nullptr ? std::atof(t) : 5.0;
+}
+
+// Before kolo::init (the knob is read there): the victim's coordinator will stall.
+void arm_stall(int victim) {
+  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (r == nullptr || std::atoi(r) != victim) return;
+  const std::string stall = std::to_string(2.5 * peer_timeout());
+  setenv("KOLO_TEST_STALL_SECONDS", stall.c_str(), 1);
+}
+
+int busy() {
+  std::vector<float> v(1 << 16, 1.0f);
+  const double t0 = now_s();
+  kolo::allreduce(kolo::TensorView::of(v), "busy", {kolo::ReduceOp::kSum});  // throws if declared dead
+  if (v[0] != static_cast<float>(kolo::size()) || v.back() != static_cast<float>(kolo::size())) {
+    std::printf("rank %d: WRONG %f\n", kolo::rank(), v[0]);
+    return 1;
+  }
+  std::printf("BUSY rank %d: the collective took %.1f s (timeout %.1f s)\n", kolo::rank(), now_s() - t0,
+              peer_timeout());
+  std::printf("SLOW-OK rank %d\n", kolo::rank());
+  return 0;
+}
+
+int stopped(int victim) {
+  int32_t pid = static_cast<int32_t>(getpid());
+  kolo::Tensor pids = kolo::allgather(kolo::TensorView::of(&pid, {1}), "pids");
+  int32_t vpid = 0;
+  std::memcpy(&vpid, pids.bytes.data() + 4 * static_cast<size_t>(victim), 4);
+  const int stopper = victim == 0 ? 1 : 0;
+  std::vector<float> v(1 << 16, 1.0f);
+  kolo::allreduce(kolo::TensorView::of(v), "before");
+  if (kolo::rank() == victim) {
+    for (;;) pause();  // stopped here; killed by the stopper
+  }
+  if (kolo::rank() == stopper) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the victim is in pause()
+    kill(vpid, SIGSTOP);
+    std::printf("VICTIM rank %d t=%.6f (stopped, not continued)\n", victim, now_s());
+    std::fflush(stdout);
+  }
+  int rc = report(kolo::allreduce_async(kolo::TensorView::of(v), "pending"), "pending");
+  rc |= report(kolo::allreduce_async(kolo::TensorView::of(v), "later"), "later");
+  if (kolo::rank() == stopper) kill(vpid, SIGKILL);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
   const int victim = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (which == "busy") arm_stall(victim);
   kolo::init(&argc, &argv);
   const int kolo_rank = kolo::rank();
   std::printf("PID rank %d pid %d\n", kolo_rank, static_cast<int>(getpid()));
@@ -143,8 +191,9 @@ int main(int argc, char** argv) {
   try {
     if (which == "between") rc = between(victim);
     else if (which == "inside") rc = inside(victim, 64);
-    else if (which == "inside-8M") rc = inside(victim, 8);
     else if (which == "slow") rc = slow(victim);
+    else if (which == "busy") rc = busy();
+    else if (which == "stopped") rc = stopped(victim);
     else std::printf("unknown case '%s'\n", which.c_str());
   } catch (const kolo::Error& e) {
     std::printf("rank %d: ERROR %s\n", kolo::rank(), e.what());

@@ -1,0 +1,141 @@
+// KVStore pieces that need no peers: key placement, the built-in optimizer and its state,
+// and the "local" store's semantics and argument checks.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "kolo/kvstore.h"
+#include "kvstore/sharding.h"
+#include "kvstore/updater.h"
+
+using kolo::kv::place_key;
+
+TEST_CASE("small keys live whole on one server, spread by key", "[kvstore]") {
+  std::vector<int> used(4, 0);
+  for (int key = 0; key < 40; ++key) {
+    auto s = place_key(key, 100, 4, 1000);
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].offset == 0);
+    CHECK(s[0].size == 100);
+    REQUIRE(s[0].server >= 0);
+    REQUIRE(s[0].server < 4);
+    ++used[static_cast<size_t>(s[0].server)];
+  }
+  for (int u : used) CHECK(u > 0);
+  CHECK(place_key(-7, 5, 3, 1000)[0].server >= 0);
+  CHECK(place_key(1, 0, 3, 1000).empty());
+}
+
+TEST_CASE("big keys are cut into one contiguous slice per server", "[kvstore]") {
+  for (int servers : {1, 2, 3, 7}) {
+    for (int64_t size : {int64_t{1000}, int64_t{1001}, int64_t{4099}}) {
+      auto s = place_key(5, size, servers, 1000);
+      REQUIRE(static_cast<int>(s.size()) == servers);
+      int64_t next = 0;
+      for (size_t i = 0; i < s.size(); ++i) {
+        CHECK(s[i].offset == next);
+        CHECK(s[i].size >= size / servers);
+        CHECK(s[i].size <= size / servers + 1);
+        if (servers > 1) CHECK(s[i].server == static_cast<int>(i));
+        next += s[i].size;
+      }
+      CHECK(next == size);
+    }
+  }
+}
+
+TEST_CASE("the optimizer follows MXNet's SGD and Adam rules", "[kvstore]") {
+  kolo::KVOptimizer o;
+  o.learning_rate = 0.1;
+  o.momentum = 0.9;
+  o.wd = 0.01;
+  o.rescale_grad = 0.5;
+  kolo::kv::Updater u(o);
+  std::vector<float> w = {1.0f}, g = {2.0f};
+  u.apply(0, 0, g, w);  // mom = -0.1*(0.5*2 + 0.01*1) = -0.101
+  CHECK(w[0] == Approx(0.899));
+  u.apply(0, 0, g, w);  // mom = 0.9*-0.101 - 0.1*(1 + 0.00899)
+  CHECK(w[0] == Approx(0.899 - 0.0909 - 0.100899));
+
+  kolo::KVOptimizer a;
+  a.kind = "adam";
+  a.learning_rate = 0.01;
+  kolo::kv::Updater ua(a);
+  std::vector<float> wa = {0.5f}, ga = {0.3f};
+  ua.apply(1, 0, ga, wa);  // first Adam step moves by lr (m/sqrt(v) = 1 after correction)
+  CHECK(wa[0] == Approx(0.49).epsilon(1e-5));
+
+  kolo::KVOptimizer clip = o;
+  clip.momentum = 0;
+  clip.wd = 0;
+  clip.rescale_grad = 1;
+  clip.clip_gradient = 0.5;
+  kolo::kv::Updater uc(clip);
+  std::vector<float> wc = {0.0f}, gc = {10.0f};
+  uc.apply(0, 0, gc, wc);
+  CHECK(wc[0] == Approx(-0.05));
+}
+
+TEST_CASE("optimizer options travel and bad ones are named", "[kvstore]") {
+  kolo::KVOptimizer o;
+  o.kind = "adam";
+  o.learning_rate = 0.003;
+  o.beta2 = 0.99;
+  auto bytes = kolo::kv::encode(o);
+  kolo::KVOptimizer back;
+  REQUIRE(kolo::kv::decode(bytes.data(), bytes.size(), &back).is_ok());
+  CHECK(back.kind == "adam");
+  CHECK(back.learning_rate == 0.003);
+  CHECK(back.beta2 == 0.99);
+  CHECK_FALSE(kolo::kv::decode(bytes.data(), bytes.size() - 1, &back).is_ok());
+  o.kind = "rmsprop";
+  CHECK_THAT(kolo::kv::validate(o).message(), Catch::Contains("rmsprop"));
+  o.kind = "sgd";
+  o.momentum = 1.5;
+  CHECK_THAT(kolo::kv::validate(o).message(), Catch::Contains("momentum"));
+}
+
+TEST_CASE("optimizer state saved and loaded per slice", "[kvstore]") {
+  kolo::KVOptimizer o;
+  o.momentum = 0.9;
+  kolo::kv::Updater a(o), b(o), fresh(o);
+  std::vector<float> w(5, 1.0f), g(5, 1.0f);
+  a.apply(3, 0, g, w);
+  auto saved = a.save();
+  REQUIRE(b.load(saved.data(), saved.size(), {{{3, 0}, 5}}).is_ok());
+  // From the same weights, b (a's momentum loaded) steps as a does; a fresh one does not.
+  std::vector<float> wa(5, 1.0f), wb(5, 1.0f), wf(5, 1.0f);
+  a.apply(3, 0, g, wa);
+  b.apply(3, 0, g, wb);
+  fresh.apply(3, 0, g, wf);
+  CHECK(wa == wb);
+  CHECK(wa != wf);
+  CHECK_THAT(b.load(saved.data(), saved.size(), {{{3, 0}, 6}}).message(), Catch::Contains("key 3"));
+  CHECK_THAT(b.load(saved.data(), saved.size() - 3, {{{3, 0}, 5}}).message(), Catch::Contains("truncated"));
+  kolo::KVOptimizer adam;
+  adam.kind = "adam";
+  kolo::kv::Updater c(adam);
+  CHECK_THAT(c.load(saved.data(), saved.size(), {{{3, 0}, 5}}).message(), Catch::Contains("\"sgd\""));
+}
+
+TEST_CASE("local store: push sums, updater applies, pull reads", "[kvstore]") {
+  auto kv = kolo::KVStore::create("local");
+  CHECK(kv->rank() == 0);
+  CHECK(kv->num_workers() == 1);
+  std::vector<float> v = {1, 2, 3}, g1 = {1, 1, 1}, g2 = {2, 2, 2}, out(3);
+  kv->init(7, kolo::TensorView::of(v));
+  kv->push({7, 7}, {kolo::TensorView::of(g1), kolo::TensorView::of(g2)});  // same key: summed
+  kv->pull(7, kolo::TensorView::of(out));
+  CHECK(out == std::vector<float>{3, 3, 3});  // no updater: the store keeps the sum
+  CHECK(g1 == std::vector<float>{1, 1, 1});   // inputs untouched
+  kv->set_updater([](int, int64_t, std::span<const float> g, std::span<float> w) {
+    for (size_t i = 0; i < w.size(); ++i) w[i] += 10 * g[i];
+  });
+  kv->pushpull({7}, {kolo::TensorView::of(g1)}, {kolo::TensorView::of(out)});
+  CHECK(out == std::vector<float>{13, 13, 13});
+  CHECK_THROWS_WITH(kv->run_server(), Catch::Contains("not a server"));
+  CHECK_THROWS_WITH(kolo::KVStore::create("dist_snyc"), Catch::Contains("unknown type \"dist_snyc\""));
+  std::vector<float> wrong(4);
+  CHECK_THROWS_WITH(kv->push(7, kolo::TensorView::of(wrong)), Catch::Contains("shape [4] but init gave [3]"));
+  CHECK_THROWS_WITH(kv->push({7}, std::vector<kolo::TensorView>{}), Catch::Contains("1 keys but 0 values"));
+}
