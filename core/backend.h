@@ -68,6 +68,13 @@ class Backend {
     (void)id, (void)members, (void)out;
     return Status::invalid_argument("process sets are not supported by this backend");
   }
+  // rendezvous() among the members of process set `id` (made on first use as set_executors
+  // does): called by each member before the first response of the set in a response list.
+  // `while_waiting` as for rendezvous().
+  virtual Status rendezvous_set(int32_t /*id*/, const std::vector<int>& /*members*/,
+                                const std::function<Status()>& /*while_waiting*/ = {}) {
+    return Status::ok();
+  }
   // Frees what set_executors made for `id` (the set was removed; nothing of it is pending).
   virtual void release_set(int32_t /*id*/) {}
   // Returns once every rank has reached the same point (called before executing a response

@@ -487,7 +487,7 @@ MessageTable* Coordinator::table_for(int32_t id) {
   if (id == 0) return &table_;
   if (auto it = set_tables_.find(id); it != set_tables_.end()) return it->second.get();
   const std::vector<int>* members = set_members(id);
-  if (members == nullptr) return nullptr;
+  if (members == nullptr || members->empty()) return nullptr;  // empty: refused by add_process_set
   return set_tables_.emplace(id, std::make_unique<MessageTable>(id, *members)).first->second.get();
 }
 
@@ -578,8 +578,8 @@ Status Coordinator::execute_list(const ResponseList& list) {
   ++lists_started_;  // what this rank's records on the fast path's board say
   const auto& rs = list.responses;
   // The rendezvous is global (every rank): only lists with a global-set collective make it,
-  // so that sets of other ranks never wait for each other here (each set's executors wait
-  // for their own members).
+  // so that sets of other ranks never wait for each other here; the members of a set meet
+  // among themselves before its first response (meet_set).
   const bool collectives = std::any_of(rs.begin(), rs.end(), [](const Response& r) {
     return r.type != Response::Type::kError && r.process_set == 0;
   });
@@ -591,16 +591,21 @@ Status Coordinator::execute_list(const ResponseList& list) {
     const auto t0 = Clock::now();
     if (Status met = backend_.rendezvous([this] { return fast_answer_board(); }); !met.is_ok()) {
       // The runtime stops with this error; the entries already taken fail with it too.
-      if (first_taken.is_ok() && !joined_in(rs[0], topo_.rank)) {
-        queue_.release(entries_);
-        for (auto& e : entries_) e.handle->complete(met), e.handle.reset();
-      }
+      fail_taken(rs[0], first_taken, met);
       return met;
     }
     rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                              std::memory_order_relaxed);
   }
-  for (size_t i = 0; i < rs.size(); ++i) execute_one(rs[i], i == 0 ? std::move(first_taken) : take(rs[i]));
+  met_sets_.clear();
+  for (size_t i = 0; i < rs.size(); ++i) {
+    Status taken = i == 0 ? std::move(first_taken) : take(rs[i]);
+    if (Status met = meet_set(rs[i]); !met.is_ok()) {
+      fail_taken(rs[i], taken, met);
+      return met;
+    }
+    execute_one(rs[i], std::move(taken));
+  }
   // A name sent to rank 0 instead of the board may use the board again once it has run.
   if (!fast_demoted_.empty())
     for (const Response& r : rs)
@@ -610,6 +615,24 @@ Status Coordinator::execute_list(const ResponseList& list) {
   // part in are done.
   if (list.join_done) queue_.complete_join(Status::ok(), list.last_joined);
   return Status::ok();
+}
+
+Status Coordinator::meet_set(const Response& r) {
+  if (r.process_set == 0 || r.type == Response::Type::kError || !member_of(r) ||
+      std::find(met_sets_.begin(), met_sets_.end(), r.process_set) != met_sets_.end())
+    return Status::ok();
+  met_sets_.push_back(r.process_set);
+  const auto t0 = Clock::now();
+  Status s = backend_.rendezvous_set(r.process_set, *set_members(r.process_set), [this] { return fast_answer_board(); });
+  rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                           std::memory_order_relaxed);
+  return s;
+}
+
+void Coordinator::fail_taken(const Response& r, const Status& taken, const Status& why) {
+  if (!taken.is_ok() || joined_in(r, topo_.rank)) return;
+  queue_.release(entries_);
+  for (auto& e : entries_) e.handle->complete(why), e.handle.reset();
 }
 
 Status Coordinator::take(const Response& r) {
@@ -635,7 +658,11 @@ void Coordinator::execute_one(const Response& r, Status taken) {
     KOLO_LOG(LogLevel::kError, s.message());
     return;
   }
-  if (r.type != Response::Type::kError && !member_of(r)) return;  // another set's collective
+  if (r.type != Response::Type::kError && !member_of(r)) {  // another set's collective
+    if (timeline_)
+      for (const auto& n : r.names) timeline_->end(n);  // rank 0 queued it in its timeline
+    return;
+  }
   if (timeline_) {
     static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR", "ALLTOALL", "REDUCESCATTER"};
     for (const auto& n : r.names) {

@@ -62,6 +62,11 @@ class Coordinator {
   Status take(const Response& r);
   // Runs `response` on entries_, which take just filled with status `taken`.
   void execute_one(const Response& response, Status taken);
+  // Before the first response of a process set in a list, on its members: the set's own
+  // rendezvous (the global one is made only for lists with global-set work).
+  Status meet_set(const Response& r);
+  // After a failed rendezvous: the entries take() just took for `r` fail with `why`.
+  void fail_taken(const Response& r, const Status& taken, const Status& why);
   void check_stalls(bool* shutdown, std::string* reason);
   void root_drain_acks();
   // Rank 0: whether to hold this pass's ready tensors because a burst is still arriving
@@ -129,6 +134,7 @@ class Coordinator {
   std::vector<Response> orphans_;  // rank 0: errors for requests on sets it does not know
   std::map<int32_t, std::vector<int>> known_sets_;  // members of the sets this rank has met
   uint64_t sets_version_ = 0;                        // the registry version known_sets_ reflects
+  std::vector<int32_t> met_sets_;                    // sets met in the list being executed
   std::vector<Request> requests_;     // reused buffer for this rank's new requests
   std::vector<TensorEntry> entries_;  // reused buffer for the entries of one response
   std::vector<std::byte> join_scratch_;  // stand-in tensors of a joined rank (core/join.h)

@@ -199,7 +199,8 @@ Status MessageTable::add(const Request& q, int job_rank, Clock::time_point now, 
 void MessageTable::note_splits(const Request& q, int rank, Slot& slot) const {
   if (slot.matrix.empty()) slot.matrix.assign(static_cast<size_t>(size_) * static_cast<size_t>(size_), 0);
   const auto bad = [&](const std::string& why) {
-    slot.splits_error += (slot.splits_error.empty() ? "" : "; ") + std::string("rank ") + std::to_string(global(rank)) + " " + why;
+    slot.splits_error +=
+        (slot.splits_error.empty() ? "" : "; ") + std::string("rank ") + std::to_string(global(rank)) + " " + why;
   };
   if (q.shape.empty()) return bad("sent a scalar (alltoall needs a first dimension to split)");
   const int64_t rows = q.shape[0];

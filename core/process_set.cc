@@ -57,8 +57,9 @@ Status check_process_set_ranks(const std::vector<int>& ranks, int world_size, co
   std::sort(s.begin(), s.end());
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] < 0 || s[i] >= world_size)
-      return Status::invalid_argument(what + ": rank " + std::to_string(s[i]) + " is not a rank of the job (ranks are 0.." +
-                                      std::to_string(world_size - 1) + ")");
+      return Status::invalid_argument(what + ": rank " + std::to_string(s[i]) +
+                                      " is not a rank of the job (ranks are 0.." + std::to_string(world_size - 1) +
+                                      ")");
     if (i > 0 && s[i] == s[i - 1])
       return Status::invalid_argument(what + ": rank " + std::to_string(s[i]) + " is listed twice");
   }

@@ -50,8 +50,10 @@ void require_agreement(const std::vector<std::vector<int32_t>>& rows, const std:
   for (const auto& r : rows) values.push_back(text(r));
   const std::string d = describe_disagreement(attribute, values);
   if (!d.empty())
-    throw Error(Status::invalid_argument(what + ": every rank must make the same call (the same arguments, in the "
-                                                "same order of calls); the ranks differ: " + d));
+    throw Error(Status::invalid_argument(what +
+                                         ": every rank must make the same call (the same arguments, in the "
+                                         "same order of calls); the ranks differ: " +
+                                         d));
 }
 
 }  // namespace
@@ -105,8 +107,10 @@ void remove_process_set(const ProcessSet& set) {
   if (id == 0) throw Error(Status::invalid_argument(what + ": the global set cannot be removed"));
   std::vector<int> missing, busy;
   for (size_t r = 0; r < rows.size(); ++r) {
-    if (rows[r].size() != 3 || rows[r][1] == 0) missing.push_back(static_cast<int>(r));
-    else if (rows[r][2] > 0) busy.push_back(static_cast<int>(r));
+    if (rows[r].size() != 3 || rows[r][1] == 0)
+      missing.push_back(static_cast<int>(r));
+    else if (rows[r][2] > 0)
+      busy.push_back(static_cast<int>(r));
   }
   if (!missing.empty())
     throw Error(Status::invalid_argument(what + ": no such set is registered on rank(s) " + join_ranks(missing)));

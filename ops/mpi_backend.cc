@@ -81,7 +81,9 @@ class MpiBackend final : public Backend {
     mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk), liveness_.get());
 #ifdef KOLO_HAVE_CUDA
     // GPU executors take GPU tensors only; they come first so the MPI executor keeps CPU ones.
-    ops::gpu::GpuExecutorSetup gpu{data_, local_, cross_, config.gpu_operations, config.hierarchical_allreduce};
+    gpu_setup_ =
+        ops::gpu::GpuExecutorSetup{data_, local_, cross_, config.gpu_operations, config.hierarchical_allreduce};
+    const ops::gpu::GpuExecutorSetup& gpu = gpu_setup_;
     KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(gpu, topo_, mpi_executor_.get(), &gpu_executors_));
     for (auto& e : gpu_executors_) executors_.push_back(e.get());
 #endif
@@ -155,9 +157,22 @@ class MpiBackend final : public Backend {
   void* fast_board_memory() override { return shm_executor_ ? shm_executor_->fast_board() : nullptr; }
 
   Status rendezvous(const std::function<Status()>& while_waiting) override {
-    if (topo_.size == 1) return Status::ok();
+    return topo_.size == 1 ? Status::ok() : wait_barrier(data_, while_waiting);
+  }
+
+  Status rendezvous_set(int32_t id, const std::vector<int>& members,
+                        const std::function<Status()>& while_waiting) override {
+    if (members.size() < 2) return Status::ok();
+    const std::vector<Executor*>* unused = nullptr;
+    KOLO_RETURN_IF_ERROR(set_executors(id, members, &unused));
+    return wait_barrier(sets_.at(id).comm, while_waiting);
+  }
+
+  // An MPI_Ibarrier on `comm`, polled: spins briefly, then yields, then sleeps, consulting the
+  // dead-peer check and `while_waiting` (the fast path's board) all along.
+  Status wait_barrier(MPI_Comm comm, const std::function<Status()>& while_waiting) {
     MPI_Request req;
-    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Ibarrier(data_, &req), "MPI_Ibarrier"));
+    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Ibarrier(comm, &req), "MPI_Ibarrier"));
     const auto start = std::chrono::steady_clock::now();
     auto warn_at = start + std::chrono::seconds(60);
     for (;;) {
@@ -200,8 +215,10 @@ class MpiBackend final : public Backend {
 
   // A process set's executors: MPI on a communicator of its members (MPI_Comm_create_group,
   // collective over the members only), and shared memory among its members on each host when
-  // the shm group can be built for them (else MPI alone). No zero-copy arena (the job's arena
-  // belongs to the global set's group) and no GPU executors (docs/collectives.md).
+  // the shm group can be built for them (else MPI alone); in CUDA builds the GPU executors of
+  // the global set, made the same way on the set's communicators (NCCL gets a communicator
+  // of the set's members). No zero-copy arena (the job's arena belongs to the global set's
+  // group; docs/collectives.md).
   Status set_executors(int32_t id, const std::vector<int>& members, const std::vector<Executor*>** out) override {
     if (auto it = sets_.find(id); it != sets_.end()) {
       *out = &it->second.list;
@@ -223,6 +240,7 @@ class MpiBackend final : public Backend {
     if (it == sets_.end()) return;
     SetExecutors& x = it->second;
     x.list.clear();
+    x.gpu.clear();
     x.shm.reset();
     x.mpi.reset();
     const bool peer_dead = liveness_ && !liveness_->dead().is_ok();
@@ -268,6 +286,7 @@ class MpiBackend final : public Backend {
     MPI_Comm comm = MPI_COMM_NULL, local = MPI_COMM_NULL, cross = MPI_COMM_NULL;
     std::unique_ptr<ops::MpiExecutor> mpi;
     std::unique_ptr<shm::ShmExecutor> shm;
+    std::vector<std::unique_ptr<Executor>> gpu;  // empty unless KOLO_HAVE_CUDA
     std::vector<Executor*> list;
   };
 
@@ -294,6 +313,12 @@ class MpiBackend final : public Backend {
     MPI_Comm_rank(x->cross, &t.cross_rank);
     MPI_Comm_size(x->cross, &t.cross_size);
     x->mpi = std::make_unique<ops::MpiExecutor>(x->comm, mpi_executor_->chunk_bytes(), liveness_.get());
+#ifdef KOLO_HAVE_CUDA
+    ops::gpu::GpuExecutorSetup gpu = gpu_setup_;
+    gpu.data_comm = x->comm, gpu.local_comm = x->local, gpu.cross_comm = x->cross;
+    KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(gpu, t, x->mpi.get(), &x->gpu));
+    for (auto& e : x->gpu) x->list.push_back(e.get());
+#endif
     if (cpu_operations_ != CpuOperations::kMpi && t.size > 1) {
       shm::ShmExecutor::Options so;
       so.peer_timeout = std::chrono::seconds(60);
@@ -316,6 +341,9 @@ class MpiBackend final : public Backend {
   std::unique_ptr<ops::MpiExecutor> mpi_executor_;
   std::unique_ptr<shm::ShmExecutor> shm_executor_;
   std::vector<std::unique_ptr<Executor>> gpu_executors_;  // empty unless KOLO_HAVE_CUDA
+#ifdef KOLO_HAVE_CUDA
+  ops::gpu::GpuExecutorSetup gpu_setup_;  // the global set's; a process set's copies it
+#endif
   std::vector<Executor*> executors_;
   std::string no_shm_reason_;  // why there is no shm executor in auto mode
   int host_id_ = 0;            // the first job rank of this rank's (pretend) host

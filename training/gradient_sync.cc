@@ -105,10 +105,11 @@ struct GradientSync::Impl {
       }
       e.compressed = true;
       e.handle = allreduce_async(TensorView::of(e.half.data(), e.view.shape), name,
-                                 AllreduceOptions{options.op, 1.0, options.postscale});
+                                 AllreduceOptions{options.op, 1.0, options.postscale, options.process_set});
     } else {
       e.compressed = false;
-      e.handle = allreduce_async(e.view, name, AllreduceOptions{options.op, prescale, options.postscale});
+      e.handle = allreduce_async(e.view, name,
+                                 AllreduceOptions{options.op, prescale, options.postscale, options.process_set});
     }
   }
 

@@ -38,6 +38,10 @@ void add_flags(CLI::App& app, kolo::train::TrainOptions& o) {
       ->capture_default_str();
   app.add_option("--synthetic-size", o.synthetic_size, "samples of the synthetic data set")->capture_default_str();
   app.add_flag("!--no-eval", o.evaluate, "skip test-set evaluation");
+  app.add_option("--kv-store", o.kv_store,
+                 "allreduce | local | dist_sync | dist_async: dist_* make the last KOLO_NUM_SERVERS ranks parameter "
+                 "servers (docs/kvstore.md)")
+      ->capture_default_str();
   app.add_option("--device", o.device, "cpu | gpu (GPU: local rank % visible GPUs)")->capture_default_str();
 }
 

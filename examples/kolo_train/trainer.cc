@@ -3,6 +3,7 @@
 #include "examples/kolo_train/trainer.h"
 
 #include "examples/kolo_train/device_engine.h"
+#include "examples/kolo_train/kv_path.h"
 
 #include <mpi.h>
 
@@ -98,11 +99,12 @@ LrSchedule make_schedule(const TrainOptions& o) {
   return o.scale_lr ? s.with_world_size(kolo::size()) : s;
 }
 
-// Accuracy and mean loss over the whole test set: each rank evaluates its shard, then the
-// sums are added across ranks.
-std::pair<double, double> evaluate(nn::Model& model, DeviceEngine* engine, const nn::Dataset& test) {
+// Accuracy and mean loss over the whole test set: each worker evaluates its shard, then the
+// sums are added across workers (through the KVStore's workers when there are servers).
+std::pair<double, double> evaluate(nn::Model& model, DeviceEngine* engine, const nn::Dataset& test, KvPath* kv) {
   int64_t begin, end;
-  nn::eval_shard(static_cast<int64_t>(test.size()), kolo::rank(), kolo::size(), &begin, &end);
+  nn::eval_shard(static_cast<int64_t>(test.size()), kv ? kv->rank() : kolo::rank(), kv ? kv->workers() : kolo::size(),
+                 &begin, &end);
   nn::Tensor x;
   std::vector<int32_t> y;
   nn::Rng unused;
@@ -118,7 +120,8 @@ std::pair<double, double> evaluate(nn::Model& model, DeviceEngine* engine, const
     sums[1] += r.loss * static_cast<double>(idx.size());
     sums[2] += static_cast<double>(idx.size());
   }
-  allreduce(TensorView::of(sums, Shape{3}), "eval.sums", AllreduceOptions{ReduceOp::kSum});
+  if (kv) kv->sum_over_workers(sums);
+  else allreduce(TensorView::of(sums, Shape{3}), "eval.sums", AllreduceOptions{ReduceOp::kSum});
   return {sums[0] / sums[2], sums[1] / sums[2]};
 }
 
@@ -183,6 +186,9 @@ struct Run {
   nn::Augment augment;
   int64_t step = 0;
   std::unique_ptr<DeviceEngine> engine;  // --device gpu; null on CPU
+  KvPath* kv = nullptr;                  // --kv-store other than allreduce
+  int rank() const { return kv ? kv->rank() : kolo::rank(); }      // among the workers
+  int workers() const { return kv ? kv->workers() : kolo::size(); }
 };
 
 // The "mpi" baseline (TrainOptions::gradients): one blocking MPI_Allreduce of every gradient
@@ -201,10 +207,10 @@ double average_gradients_with_mpi(nn::ParamStore& params) {
 }
 
 EpochStats train_epoch(Run& r, int epoch) {
-  const bool root = kolo::rank() == 0;
+  const bool root = r.rank() == 0;
   r.sampler.set_epoch(epoch);
-  nn::Rng aug_rng(stream_seed(r.o.seed, static_cast<uint64_t>(kolo::rank()), epoch, 1));
-  r.model->rng() = nn::Rng(stream_seed(r.o.seed, static_cast<uint64_t>(kolo::rank()), epoch, 2));
+  nn::Rng aug_rng(stream_seed(r.o.seed, static_cast<uint64_t>(r.rank()), epoch, 1));
+  r.model->rng() = nn::Rng(stream_seed(r.o.seed, static_cast<uint64_t>(r.rank()), epoch, 2));
   int64_t batches = r.sampler.batches_per_epoch();
   if (r.o.max_batches > 0) batches = std::min(batches, r.o.max_batches);
   nn::Tensor x;
@@ -226,6 +232,12 @@ EpochStats train_epoch(Run& r, int epoch) {
     if (r.engine) {
       res = r.engine->train_step(x, y, r.opt->lr(), &updated);
       wait = r.engine->last_wait_seconds();
+    } else if (r.kv) {  // the optimizer runs where the store keeps the weights
+      res = loss.forward(r.model->forward(x, true), y.data());
+      r.model->backward(x, loss.grad(), {});
+      wait = r.kv->step(r.model->params());
+      r.opt->zero_grad();
+      updated = true;
     } else if (r.o.gradients == "mpi") {
       res = loss.forward(r.model->forward(x, true), y.data());
       r.model->backward(x, loss.grad(), {});
@@ -253,7 +265,7 @@ EpochStats train_epoch(Run& r, int epoch) {
     ep_correct += res.correct;
     ep_n += n;
     if (root && r.o.verbose && ((b + 1) % r.o.log_interval == 0 || b + 1 == batches)) {
-      const double speed = win_n * kolo::size() / seconds_since(tw);
+      const double speed = win_n * r.workers() / seconds_since(tw);
       std::printf("Epoch[%d] Batch [%lld-%lld] Speed: %.2f samples/sec loss=%.4f accuracy=%.4f\n",
                   epoch, static_cast<long long>(win_start), static_cast<long long>(b + 1), speed,
                   win_loss / win_n, win_correct / win_n);
@@ -284,7 +296,7 @@ EpochStats train_epoch(Run& r, int epoch) {
   st.seconds = seconds_since(t0);
   st.loss /= ep_n;
   st.accuracy = ep_correct / ep_n;
-  st.images_per_sec = ep_n * kolo::size() / st.seconds;
+  st.images_per_sec = ep_n * r.workers() / st.seconds;
   st.cpu_seconds = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   st.images_per_cpu_sec = st.cpu_seconds > 0.0 ? ep_n / st.cpu_seconds : 0.0;
   return st;
@@ -319,7 +331,7 @@ nn::Augment make_augment(const TrainOptions& o, const nn::Dataset& train) {
   return {true, o.model == "lenet" ? 0 : pad};
 }
 
-Run make_run(const TrainOptions& o) {
+Run make_run(const TrainOptions& o, KvPath* kv) {
   if (o.gradients != "kolo" && o.gradients != "mpi")
     throw std::invalid_argument("unknown gradients mode \"" + o.gradients + "\" (known: kolo, mpi)");
   if (o.gradients == "mpi" && (o.device != "cpu" || o.backward_passes_per_step != 1 || o.fp16))
@@ -334,12 +346,15 @@ Run make_run(const TrainOptions& o) {
         "takes part in CPU collectives only, and a rank with an extra batch must complete its step)");
   Data data = load_data(o);
   auto model = nn::make_model(o.model, data.train.sample_shape, data.train.num_classes, o.seed);
-  nn::ShardedSampler sampler(static_cast<int64_t>(data.train.size()), kolo::rank(), kolo::size(),
+  // MXNet's num_parts / part_index: the workers of the store (every rank without one).
+  nn::ShardedSampler sampler(static_cast<int64_t>(data.train.size()), kv ? kv->rank() : kolo::rank(),
+                             kv ? kv->workers() : kolo::size(),
                              o.batch_size, o.seed, true, o.rank_weights, o.remainder == "join");
   DistributedOptions d;
   d.backward_passes_per_step = o.backward_passes_per_step;
   d.fp16_compression = o.fp16;
   d.local_weight = sampler.local_weight();
+  d.shared_gradients = kv == nullptr;  // placing them is a collective the servers never join
   auto opt = std::make_unique<DistributedOptimizer>(make_optimizer(o, model->params()), d);
   nn::Augment augment = make_augment(o, data.train);
   std::unique_ptr<DeviceEngine> engine;
@@ -355,7 +370,7 @@ Run make_run(const TrainOptions& o) {
     throw std::invalid_argument("unknown --device \"" + o.device + "\" (known: cpu, gpu)");
   }
   return Run{o, std::move(data), std::move(model), std::move(opt), make_schedule(o),
-             std::move(sampler), augment, 0, std::move(engine)};
+             std::move(sampler), augment, 0, std::move(engine), kv};
 }
 
 void write_metrics(const TrainOptions& o, const nlohmann::json& m) {
@@ -373,10 +388,20 @@ void write_metrics(const TrainOptions& o, const nlohmann::json& m) {
 
 nlohmann::json run_training(const TrainOptions& o) {
   nn::set_num_threads(o.threads);
-  const bool root = kolo::rank() == 0 && o.verbose;
-  Run r = make_run(o);
+  std::unique_ptr<KvPath> kv;
+  if (o.kv_store != "allreduce") {
+    kv = std::make_unique<KvPath>(o);
+    if (kv->is_server()) {  // no data, no model: weights arrive by init
+      kv->serve();
+      return {{"kv_store", o.kv_store}, {"role", "server"}};
+    }
+  }
+  const bool root = (kv ? kv->rank() : kolo::rank()) == 0 && o.verbose;
+  Run r = make_run(o, kv.get());
   int first_epoch = 0;
-  if (o.resume) {
+  if (kv) {
+    kv->start(r.model->params());
+  } else if (o.resume) {
     if (o.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
     load_checkpoint(o, *r.model, r.opt->inner(), &first_epoch, &r.step);
     if (root) std::printf("Resumed from %s at epoch %d (step %lld)\n", checkpoint_path(o).c_str(),
@@ -389,11 +414,15 @@ nlohmann::json run_training(const TrainOptions& o) {
   if (r.engine) r.engine->from_host(*r.model, r.opt->inner());
   if (root) {
     std::printf("kolo-train: %s on %s (%s), %d rank(s) x batch %d (global %d), %zu parameters, %lld batches/epoch\n",
-                o.model.c_str(), o.dataset.c_str(), r.engine ? r.engine->device_name().c_str() : "cpu", kolo::size(), r.sampler.local_batch_size(),
+                o.model.c_str(), o.dataset.c_str(), r.engine ? r.engine->device_name().c_str() : "cpu", r.workers(), r.sampler.local_batch_size(),
                 r.sampler.global_batch_size(), r.model->params().total_size(),
                 static_cast<long long>(r.sampler.batches_per_epoch()));
   }
-  nlohmann::json metrics = {{"model", o.model}, {"dataset", o.dataset}, {"ranks", kolo::size()},
+  if (root && kv)
+    std::printf("kolo-train: --kv-store %s, %d worker(s), %d server(s)\n", o.kv_store.c_str(), r.workers(),
+                kolo::size() - r.workers());
+  nlohmann::json metrics = {{"model", o.model}, {"dataset", o.dataset}, {"ranks", r.workers()},
+                            {"kv_store", o.kv_store}, {"servers", kolo::size() - r.workers()},
                             {"batch_size_per_rank", o.batch_size}, {"threads", o.threads},
                             {"device", r.engine ? r.engine->device_name() : "cpu"},
                             {"epochs", nlohmann::json::array()}};
@@ -401,7 +430,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
     const EpochStats st = train_epoch(r, epoch);
     std::pair<double, double> test{-1.0, 0.0};
-    if (o.evaluate) test = evaluate(*r.model, r.engine.get(), r.data.test);
+    if (o.evaluate) test = evaluate(*r.model, r.engine.get(), r.data.test, kv.get());
     if (root) {
       std::printf("Epoch[%d] Train-loss=%.4f Train-accuracy=%.4f Time=%.1fs Speed=%.1f samples/sec",
                   epoch, st.loss, st.accuracy, st.seconds, st.images_per_sec);
@@ -419,6 +448,7 @@ nlohmann::json run_training(const TrainOptions& o) {
   if (!metrics["epochs"].empty() && o.evaluate) {
     metrics["final_test_accuracy"] = metrics["epochs"].back()["test_accuracy"];
   }
+  if (kv) kv->close();
   write_metrics(o, metrics);
   return metrics;
 }

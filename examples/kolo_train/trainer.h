@@ -68,6 +68,11 @@ struct TrainOptions {
   // ranks; a rank whose cut is empty calls kolo::join() one batch earlier, and every rank
   // joins at the end of the epoch (docs/trainer.md).
   std::string remainder = "drop";
+  // Where the weights live and who applies the update (docs/kvstore.md): "allreduce" (the
+  // DistributedOptimizer path above, every rank a worker), "local" (one rank, through a
+  // KVStore), "dist_sync" / "dist_async" (the last KOLO_NUM_SERVERS ranks are parameter
+  // servers that run the optimizer; examples/kolo_train/kv_path.h).
+  std::string kv_store = "allreduce";
 };
 
 // Runs the whole training and returns the metrics (also written to metrics_json by rank 0

@@ -67,6 +67,7 @@
 #include <memory>
 #include <string>
 
+#include "kolo/process_set.h"
 #include "kolo/tensor.h"
 #include "kolo/types.h"
 
@@ -82,6 +83,9 @@ struct GradientSyncOptions {
   int backward_passes_per_step = 1;  // >= 1
   bool average_over_passes = false;  // also multiply by 1 / backward_passes_per_step
   std::string name_prefix = "grad.";
+  // The ranks the gradients are reduced over (kolo/process_set.h; default: every rank).
+  // Only members may construct a GradientSync on a set (their submissions would fail).
+  ProcessSet process_set{};
   // Optional: called right before gradient `index` is submitted (on the submitting thread,
   // mutex held) with its current view. kolo's trainer scales by a per-rank weight here; the
   // GPU trainer records the view's ready_event.

@@ -1,6 +1,6 @@
 // ops/gpu/gpu_executors.h — builds the GPU executors of the MPI backend (ops/mpi_backend.cc
-// calls this once, inside #ifdef KOLO_HAVE_CUDA, and puts the result in front of the MPI
-// executor).
+// calls this inside #ifdef KOLO_HAVE_CUDA, once for the job and once per process set, and
+// puts the result in front of the MPI executor).
 //
 // Collective over the job: every rank reports its CUDA device count and host size
 // (MPI_Allgather on `setup.data_comm`), and every rank then applies the same plan
@@ -12,7 +12,9 @@
 // ignores it (its traffic already goes through the CPU path).
 //
 // Ownership: the caller owns the executors; `mpi` is borrowed and must outlive them.
-// Thread safety: call from the thread that runs kolo::init, before the coordinator starts.
+// Thread safety: call from the thread that runs kolo::init, before the coordinator starts, or
+// (a process set's executors, on the set's communicators) from the coordinator thread at the
+// set's first response, where every member makes the same call.
 #pragma once
 
 #include <mpi.h>

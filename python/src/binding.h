@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kolo/process_set.h"
 #include "kolo/status.h"
 #include "kolo/tensor.h"
 #include "kolo/types.h"
@@ -36,6 +37,12 @@ inline TensorView view(uintptr_t ptr, int dtype, const std::vector<int64_t>& sha
   v.device = device < 0 ? Device::cpu() : Device::gpu(device);
   return v;
 }
+
+// The registered process set with id `id` (0: the global set); throws if there is none
+// (process_set_binding.cc).
+ProcessSet set_from_id(int id);
+// kolo._kolo.add_process_set, remove_process_set, process_sets.
+void bind_process_sets(pybind11::module_& m);
 
 // kolo._kolo.GradientSync (gradient_sync_binding.cc; built with the training core only).
 void bind_gradient_sync(pybind11::module_& m);

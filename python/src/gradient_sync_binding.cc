@@ -23,7 +23,7 @@ void bind_gradient_sync(py::module_& m) {
   m.attr("COMPRESSION_FP16") = static_cast<int>(Compression::kFp16);
   py::class_<GradientSync>(m, "GradientSync")
       .def(py::init([](int op, double prescale, double postscale, int compression, int passes,
-                       bool average_over_passes, const std::string& prefix) {
+                       bool average_over_passes, const std::string& prefix, int process_set) {
              GradientSyncOptions o;
              o.op = op_from_code(op);
              o.prescale = prescale;
@@ -34,11 +34,12 @@ void bind_gradient_sync(py::module_& m) {
              o.backward_passes_per_step = passes;
              o.average_over_passes = average_over_passes;
              o.name_prefix = prefix;
+             o.process_set = set_from_id(process_set);
              return new GradientSync(std::move(o));
            }),
            py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("compression") = 0,
            py::arg("backward_passes_per_step") = 1, py::arg("average_over_passes") = false,
-           py::arg("name_prefix") = "")
+           py::arg("name_prefix") = "", py::arg("process_set") = 0)
       .def(
           "register_gradient",
           [](GradientSync& s, const std::string& name, int dtype, const std::vector<int64_t>& shape, int device) {

@@ -147,50 +147,58 @@ PYBIND11_MODULE(_kolo, m) {
   m.def(
       "allreduce_async",
       [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, const std::string& name, int op,
-         double prescale, double postscale, int device) {
+         double prescale, double postscale, int device, int process_set) {
         TensorView v = view(ptr, dtype, shape, device);
-        ReduceOp o = op_from_code(op);
-        return submit([&] { return kolo::allreduce_async(v, name, o, prescale, postscale); });
+        AllreduceOptions o{op_from_code(op), prescale, postscale, set_from_id(process_set)};
+        return submit([&] { return kolo::allreduce_async(v, name, o); });
       },
       py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("name"), py::arg("op"),
-      py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("device") = -1,
+      py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("device") = -1, py::arg("process_set") = 0,
       "In-place allreduce of the memory at ptr");
   m.def(
       "broadcast_async",
       [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, int root, const std::string& name,
-         int device) {
+         int device, int process_set) {
         TensorView v = view(ptr, dtype, shape, device);
-        return submit([&] { return kolo::broadcast_async(v, root, name); });
+        const ProcessSet set = set_from_id(process_set);
+        return submit([&] { return kolo::broadcast_async(v, root, name, set); });
       },
       py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("root"), py::arg("name"),
-      py::arg("device") = -1, "In-place broadcast from root");
+      py::arg("device") = -1, py::arg("process_set") = 0, "In-place broadcast from root (a job rank)");
   m.def(
       "allgather_async",
-      [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, const std::string& name, int device) {
+      [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, const std::string& name, int device,
+         int process_set) {
         TensorView v = view(ptr, dtype, shape, device);
-        return submit([&] { return kolo::allgather_async(v, name); });
+        const ProcessSet set = set_from_id(process_set);
+        return submit([&] { return kolo::allgather_async(v, name, set); });
       },
       py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("name"), py::arg("device") = -1,
+      py::arg("process_set") = 0,
       "Allgather along the first dimension; the result stays in the handle");
   m.def(
       "alltoall_async",
       [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, std::optional<std::vector<int64_t>> splits,
-         const std::string& name, int device) {
+         const std::string& name, int device, int process_set) {
         TensorView v = view(ptr, dtype, shape, device);
-        return submit([&] { return splits ? kolo::alltoall_async(v, *splits, name) : kolo::alltoall_async(v, name); });
+        const ProcessSet set = set_from_id(process_set);
+        return submit([&] {
+          return splits ? kolo::alltoall_async(v, *splits, name, set) : kolo::alltoall_async(v, name, set);
+        });
       },
       py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("splits"), py::arg("name"), py::arg("device") = -1,
+      py::arg("process_set") = 0,
       "Alltoall of rows; splits None: even");
   m.def(
       "reducescatter_async",
       [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, const std::string& name, int op,
-         double prescale, double postscale, int device) {
+         double prescale, double postscale, int device, int process_set) {
         TensorView v = view(ptr, dtype, shape, device);
-        AllreduceOptions o{op_from_code(op), prescale, postscale};
+        AllreduceOptions o{op_from_code(op), prescale, postscale, set_from_id(process_set)};
         return submit([&] { return kolo::reducescatter_async(v, name, o); });
       },
       py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("name"), py::arg("op"),
-      py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("device") = -1);
+      py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("device") = -1, py::arg("process_set") = 0);
   // Grouped forms: members as (ptr, dtype code, shape, device) tuples.
   using Member = std::tuple<uintptr_t, int, std::vector<int64_t>, int>;
   auto views = [](const std::vector<Member>& ms) {
@@ -200,34 +208,41 @@ PYBIND11_MODULE(_kolo, m) {
   };
   m.def(
       "grouped_allreduce_async",
-      [views](const std::vector<Member>& ms, const std::string& name, int op, double prescale, double postscale) {
+      [views](const std::vector<Member>& ms, const std::string& name, int op, double prescale, double postscale,
+              int process_set) {
         std::vector<TensorView> vs = views(ms);
-        AllreduceOptions o{op_from_code(op), prescale, postscale};
+        AllreduceOptions o{op_from_code(op), prescale, postscale, set_from_id(process_set)};
         return submit([&] { return kolo::grouped_allreduce_async(vs, name, o); });
       },
-      py::arg("members"), py::arg("name"), py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
+      py::arg("members"), py::arg("name"), py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0,
+      py::arg("process_set") = 0);
   m.def(
       "grouped_allgather_async",
-      [views](const std::vector<Member>& ms, const std::string& name) {
+      [views](const std::vector<Member>& ms, const std::string& name, int process_set) {
         std::vector<TensorView> vs = views(ms);
-        return submit([&] { return kolo::grouped_allgather_async(vs, name); });
+        const ProcessSet set = set_from_id(process_set);
+        return submit([&] { return kolo::grouped_allgather_async(vs, name, set); });
       },
-      py::arg("members"), py::arg("name"));
+      py::arg("members"), py::arg("name"), py::arg("process_set") = 0);
   m.def(
       "grouped_reducescatter_async",
-      [views](const std::vector<Member>& ms, const std::string& name, int op, double prescale, double postscale) {
+      [views](const std::vector<Member>& ms, const std::string& name, int op, double prescale, double postscale,
+              int process_set) {
         std::vector<TensorView> vs = views(ms);
-        AllreduceOptions o{op_from_code(op), prescale, postscale};
+        AllreduceOptions o{op_from_code(op), prescale, postscale, set_from_id(process_set)};
         return submit([&] { return kolo::grouped_reducescatter_async(vs, name, o); });
       },
-      py::arg("members"), py::arg("name"), py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0);
+      py::arg("members"), py::arg("name"), py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0,
+      py::arg("process_set") = 0);
   m.def(
       "barrier",
-      [](const std::string& name) {
+      [](const std::string& name, int process_set) {
+        const ProcessSet set = set_from_id(process_set);
         py::gil_scoped_release nogil;
-        kolo::barrier(name);
+        kolo::barrier(name, set);
       },
-      py::arg("name") = "kolo.barrier");
+      py::arg("name") = "kolo.barrier", py::arg("process_set") = 0);
+  bind_process_sets(m);
 
 #ifdef KOLO_HAVE_TRAINING_CORE
   bind_gradient_sync(m);

@@ -1,13 +1,13 @@
 // Process sets without peers: KOLO_PROCESS_SETS parsing, rank checks, the registry, and a
 // set's negotiation table (job ranks in, set ranks in the responses, job ranks in messages).
-#include <catch2/catch.hpp>
+#include "core/process_set.h"
 
+#include <catch2/catch.hpp>
 #include <map>
 
 #include "core/config.h"
 #include "core/fusion.h"
 #include "core/negotiation.h"
-#include "core/process_set.h"
 #include "core/response_cache.h"
 
 using namespace kolo;
@@ -38,10 +38,13 @@ TEST_CASE("KOLO_PROCESS_SETS: sets by ';', ranks by ','", "[process-sets]") {
   CHECK(sets.empty());
   Config c;
   std::map<std::string, std::string> env{{"KOLO_PROCESS_SETS", "0,2;1"}};
-  REQUIRE(Config::parse([&](const std::string& n) -> std::optional<std::string> {
-            auto it = env.find(n);
-            return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-          }, &c).is_ok());
+  REQUIRE(Config::parse(
+              [&](const std::string& n) -> std::optional<std::string> {
+                auto it = env.find(n);
+                return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+              },
+              &c)
+              .is_ok());
   CHECK(c.process_sets == std::vector<std::vector<int>>{{0, 2}, {1}});
 }
 

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
   rl.shutdown_reason.clear();
   rl.join = true;
   write(dir + "/requests-join", kolo::encode(rl));
+  rl.join = false;
+  rl.requests[1].process_set = 2;
+  write(dir + "/requests-process-set", kolo::encode(rl));
   kolo::ResponseList sl;
   kolo::Response r;
   r.names = {"a", "b", "c"};
@@ -82,5 +85,11 @@ int main(int argc, char** argv) {
   sl.join_done = true;
   sl.last_joined = 2;
   write(dir + "/responses-join", kolo::encode(sl));
+  sl.join_done = false;
+  sl.responses[0].joined.clear();
+  sl.responses[0].row_shape.clear();
+  sl.responses[0].process_set = 1;
+  sl.responses[0].root = 1;
+  write(dir + "/responses-process-set", kolo::encode(sl));
   return 0;
 }

@@ -21,11 +21,16 @@ double expected_over(uint64_t seed, const std::vector<int>& members, size_t i, D
   double acc = 0;
   for (size_t k = 0; k < members.size(); ++k) {
     const double v = input_value(seed, members[k], i, t, op);
-    if (k == 0) acc = v;
-    else if (op == ReduceOp::kMin) acc = std::min(acc, v);
-    else if (op == ReduceOp::kMax) acc = std::max(acc, v);
-    else if (op == ReduceOp::kProduct) acc *= v;
-    else acc += v;
+    if (k == 0)
+      acc = v;
+    else if (op == ReduceOp::kMin)
+      acc = std::min(acc, v);
+    else if (op == ReduceOp::kMax)
+      acc = std::max(acc, v);
+    else if (op == ReduceOp::kProduct)
+      acc *= v;
+    else
+      acc += v;
   }
   if (op == ReduceOp::kAverage) acc = integral ? std::trunc(acc / members.size()) : acc / members.size();
   return acc;
@@ -73,7 +78,8 @@ TEST_CASE("process sets: every collective kind on a set without rank 0, exact re
       for (ReduceOp op : all_reduce_ops()) {
         for (size_t count : {size_t{0}, size_t{1}, size_t{1027}}) {
           Buffer b(t, count);
-          const std::string name = "ps.ar." + std::string(dtype_name(t)) + reduce_op_name(op).data() + std::to_string(count);
+          const std::string name =
+              "ps.ar." + std::string(dtype_name(t)) + reduce_op_name(op).data() + std::to_string(count);
           wait_ok(allreduce_async(filled(b, 7, op, {static_cast<int64_t>(count)}), name, {op, 1.0, 1.0, set}));
           size_t wrong = 0;
           for (size_t i = 0; i < count; ++i) {
@@ -113,14 +119,15 @@ TEST_CASE("process sets: every collective kind on a set without rank 0, exact re
     CHECK(wrong == 0);
     // Reducescatter: set rank k gets its rows of the sum over the members.
     Buffer rs(DType::kFloat32, static_cast<size_t>(2 * n + 1) * 3);
-    const Tensor part = reducescatter(filled(rs, 9, ReduceOp::kSum, {2 * n + 1, 3}), "ps.rs",
-                                      {ReduceOp::kSum, 1.0, 1.0, set});
+    const Tensor part =
+        reducescatter(filled(rs, 9, ReduceOp::kSum, {2 * n + 1, 3}), "ps.rs", {ReduceOp::kSum, 1.0, 1.0, set});
     int64_t first = 0;
     const int64_t mine = reducescatter_rows(2 * n + 1, n, me, &first);
     REQUIRE(part.shape[0] == mine);
     wrong = 0;
     for (size_t i = 0; i < static_cast<size_t>(mine) * 3; ++i)
-      wrong += part.data<float>()[i] != expected_over(9, members, static_cast<size_t>(first) * 3 + i, DType::kFloat32, ReduceOp::kSum);
+      wrong += part.data<float>()[i] !=
+               expected_over(9, members, static_cast<size_t>(first) * 3 + i, DType::kFloat32, ReduceOp::kSum);
     CHECK(wrong == 0);
     // Grouped allreduce and allgather, and a barrier.
     std::vector<int32_t> g0(5, rank()), g1(70, 1);
@@ -175,6 +182,13 @@ TEST_CASE("process sets: members that disagree fail on every member, and the set
     if (!odd_one) views.push_back(TensorView::of(b));
     const std::string eg = wait_error(grouped_allreduce_async(views, "ps.grp.mismatch", {ReduceOp::kSum, 1, 1, set}));
     CHECK_THAT(eg, Catch::Contains("group size"));
+    // Alltoall: the last member gives one split too many.
+    std::vector<int64_t> splits(static_cast<size_t>(set.size() + (odd_one ? 1 : 0)), 1);
+    std::vector<int64_t> rows(splits.size(), 1);
+    const std::string ea = wait_error(alltoall_async(TensorView::of(rows), splits, "ps.a2a.mismatch", set));
+    CHECK_THAT(ea, Catch::Contains("rank " + std::to_string(members.back()) + " gave " +
+                                   std::to_string(set.size() + 1) + " splits"));
+    CHECK_THAT(ea, Catch::Contains("for " + std::to_string(set.size()) + " ranks"));
     // Usable afterwards.
     std::vector<int32_t> ok(3, 1);
     allreduce(TensorView::of(ok), "ps.after", {ReduceOp::kSum, 1, 1, set});
@@ -259,8 +273,7 @@ TEST_CASE("process sets: two disjoint sets x 1000 allreduces, concurrently with 
   if (!odd.empty()) remove_process_set(b);
 }
 
-TEST_CASE("process sets: random sequences mixing every collective on two sets and the global set",
-          "[process-sets]") {
+TEST_CASE("process sets: random sequences mixing every collective on two sets and the global set", "[process-sets]") {
   const std::vector<int> head = ranks_where([](int r, int n) { return r < (n + 1) / 2; });
   const std::vector<int> spread = ranks_where([](int r, int n) { return r % 2 == 0 || r == n - 1; });  // overlaps head
   const std::vector<ProcessSet> sets = {ProcessSet{}, add_process_set(head), add_process_set(spread)};
@@ -286,17 +299,27 @@ TEST_CASE("process sets: random sequences mixing every collective on two sets an
       const ProcessSet& s = sets[o.set];
       TensorView v = filled(bufs[i], i, ReduceOp::kSum, {static_cast<int64_t>(o.count), 2});
       switch (o.kind) {
-        case 0: hs[i] = allreduce_async(v, o.name, {ReduceOp::kSum, 1, 1, s}); break;
-        case 1: hs[i] = broadcast_async(v, members[o.set].back(), o.name, s); break;
-        case 2: hs[i] = allgather_async(v, o.name, s); break;
+        case 0:
+          hs[i] = allreduce_async(v, o.name, {ReduceOp::kSum, 1, 1, s});
+          break;
+        case 1:
+          hs[i] = broadcast_async(v, members[o.set].back(), o.name, s);
+          break;
+        case 2:
+          hs[i] = allgather_async(v, o.name, s);
+          break;
         case 3: {
           std::vector<int64_t> splits(static_cast<size_t>(s.size()), 0);
           splits[0] = static_cast<int64_t>(o.count);  // everything to the set's first rank
           hs[i] = alltoall_async(v, splits, o.name, s);
           break;
         }
-        case 4: hs[i] = reducescatter_async(v, o.name, {ReduceOp::kSum, 1, 1, s}); break;
-        default: hs[i] = grouped_allreduce_async({v}, o.name, {ReduceOp::kSum, 1, 1, s}); break;
+        case 4:
+          hs[i] = reducescatter_async(v, o.name, {ReduceOp::kSum, 1, 1, s});
+          break;
+        default:
+          hs[i] = grouped_allreduce_async({v}, o.name, {ReduceOp::kSum, 1, 1, s});
+          break;
       }
     }
     size_t wrong = 0;
@@ -310,7 +333,8 @@ TEST_CASE("process sets: random sequences mixing every collective on two sets an
       switch (o.kind) {
         case 0:
         case 5:
-          for (size_t k = 0; k < n; ++k) wrong += bufs[i].at(k) != expected_over(i, m, k, DType::kInt32, ReduceOp::kSum);
+          for (size_t k = 0; k < n; ++k)
+            wrong += bufs[i].at(k) != expected_over(i, m, k, DType::kInt32, ReduceOp::kSum);
           break;
         case 1:
           for (size_t k = 0; k < n; ++k) wrong += bufs[i].at(k) != in(m.back(), k);
@@ -332,10 +356,12 @@ TEST_CASE("process sets: random sequences mixing every collective on two sets an
         case 4: {
           const Tensor& out = hs[i].output();
           int64_t first = 0;
-          const int64_t rows = reducescatter_rows(static_cast<int64_t>(o.count), sets[o.set].size(), sets[o.set].rank(), &first);
+          const int64_t rows =
+              reducescatter_rows(static_cast<int64_t>(o.count), sets[o.set].size(), sets[o.set].rank(), &first);
           wrong += out.shape[0] != rows;
           for (size_t k = 0; k < static_cast<size_t>(rows) * 2; ++k)
-            wrong += out.data<int32_t>()[k] != expected_over(i, m, static_cast<size_t>(first) * 2 + k, DType::kInt32, ReduceOp::kSum);
+            wrong += out.data<int32_t>()[k] !=
+                     expected_over(i, m, static_cast<size_t>(first) * 2 + k, DType::kInt32, ReduceOp::kSum);
           break;
         }
       }

@@ -3,6 +3,9 @@
 //   bad-env           a malformed KOLO_* value stops init() with a clear message
 //   shutdown-pending  rank 1 shuts down while rank 0 waits on a tensor only it submitted
 //   stall-shutdown    ranks submit different names; KOLO_STALL_SHUTDOWN_TIME_SECONDS ends it
+//   set-stall         np 3, KOLO_PROCESS_SETS=1,2: rank 1 submits on the set, rank 2 never
+//                     does (ranks 0 and 2 wait on a global name rank 1 never submits, a
+//                     second later); the stall shutdown names the set and the missing rank
 //   exception         rank 1 dies of an uncaught exception while rank 0 waits on it
 //   sigterm           rank 1 receives SIGTERM while rank 0 waits on it
 //   sigkill           rank 1 is killed (SIGKILL) mid-run; the job must end, naming it
@@ -142,6 +145,16 @@ int main(int argc, char** argv) {
   } else if (which == "stall-shutdown") {
     const std::string name = kolo::rank() == 0 ? "lonely" : "elsewhere";
     rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), name), "STALL-FAILED");
+  } else if (which == "set-stall") {
+    const auto sets = kolo::process_sets();
+    if (kolo::rank() == 1) {
+      rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), "lonely",
+                                                {kolo::ReduceOp::kSum, 1.0, 1.0, sets.at(1)}),
+                          "SET-STALL-FAILED");
+    } else {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), "elsewhere"), "SET-STALL-FAILED");
+    }
   } else if (which == "exception" || which == "sigterm" || which == "sigkill") {
     if (kolo::rank() == 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -24,6 +24,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError
                                 local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
                                 poll, rank, rocm_built, shutdown, size, synchronize)
 from kolo.torch.optimizer import DistributedOptimizer
+from kolo.torch.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from kolo.torch.scatter_ops import (alltoall, alltoall_async, grouped_allgather, grouped_allgather_async,
                                    grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
                                    grouped_allreduce_async_, grouped_reducescatter,

@@ -89,8 +89,8 @@ def broadcast_optimizer_state(optimizer, root_rank):
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=None):
     """Returns root's `obj` on every rank (pickled; other ranks' `obj` is ignored).
-    name=None gives an automatic name (see kolo.torch.mpi_ops)."""
-    mpi_ops._check_process_set(process_set)
+    name=None gives an automatic name (see kolo.torch.mpi_ops). With `process_set`, root_rank
+    is a job rank in the set and only its members call this."""
     name = mpi_ops._name("broadcast_object", name)
     if rank() == root_rank:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -98,23 +98,24 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=None):
         size = torch.tensor([len(data)], dtype=torch.int64)
     else:
         size = torch.zeros(1, dtype=torch.int64)
-    broadcast_(size, root_rank, name=name + ".size")
+    broadcast_(size, root_rank, name=name + ".size", process_set=process_set)
     if rank() != root_rank:
         payload = torch.empty(int(size.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name=name + ".data")
+    broadcast_(payload, root_rank, name=name + ".data", process_set=process_set)
     if rank() == root_rank:
         return obj
     return pickle.loads(payload.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=None):
-    """Returns the list of every rank's `obj`, in rank order (pickled)."""
-    mpi_ops._check_process_set(process_set)
+    """Returns the list of every rank's `obj`, in rank order (pickled); with `process_set`,
+    of every member's, in set-rank order."""
     name = mpi_ops._name("allgather_object", name)
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    sizes = synchronize(allgather_async(torch.tensor([len(data)], dtype=torch.int64), name=name + ".size"))
-    gathered = synchronize(allgather_async(payload, name=name + ".data")).numpy().tobytes()
+    sizes = synchronize(allgather_async(torch.tensor([len(data)], dtype=torch.int64), name=name + ".size",
+                                        process_set=process_set))
+    gathered = synchronize(allgather_async(payload, name=name + ".data", process_set=process_set)).numpy().tobytes()
     out, at = [], 0
     for n in sizes.tolist():
         out.append(pickle.loads(gathered[at:at + n]))

@@ -20,6 +20,7 @@ import threading
 import torch
 
 from kolo import _kolo
+from kolo.torch.process_sets import _rank_in, _set_id, add_process_set
 
 KoloError = _kolo.KoloError
 HorovodInternalError = KoloError
@@ -58,13 +59,19 @@ _DTYPES = {
 # --- job ------------------------------------------------------------------------------------
 
 def init(comm=None, process_sets=None):
-    """Starts kolo (MPI and the coordinator thread). Idempotent."""
+    """Starts kolo (MPI and the coordinator thread). Idempotent. `process_sets`: a list of
+    ProcessSet (or rank lists) registered on every rank, in this order (every rank must pass
+    the same), or "dynamic" (accepted for Horovod's sake: kolo's sets are always dynamic)."""
     if comm is not None:
         raise ValueError("kolo.torch.init: comm= is not supported; kolo always uses the whole "
                          "MPI job (MPI_COMM_WORLD)")
-    if process_sets is not None:
-        raise ValueError("kolo.torch.init: process_sets= is not supported yet")
+    if isinstance(process_sets, str) and process_sets != "dynamic":
+        raise ValueError("kolo.torch.init: process_sets must be a list of ProcessSet or \"dynamic\", "
+                         "got %r" % (process_sets,))
     _kolo.init()
+    if process_sets is not None and not isinstance(process_sets, str):
+        for ps in process_sets:
+            add_process_set(ps)
 
 
 def shutdown():
@@ -253,33 +260,32 @@ def _op_code(op, average, what):
 
 # --- allreduce ------------------------------------------------------------------------------
 
-def _allreduce_into(work, name, op, prescale_factor, postscale_factor, keep, finish):
+def _allreduce_into(work, name, op, prescale_factor, postscale_factor, keep, finish, process_set):
     code = _dtype_code(work, "allreduce")
     dev = _device(work)
     h = _kolo.allreduce_async(work.data_ptr(), code, list(work.shape), name, op,
-                              float(prescale_factor), float(postscale_factor), dev)
+                              float(prescale_factor), float(postscale_factor), dev, _set_id(process_set))
     return _register(h, keep, finish)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=None):
-    """In place: starts reducing `tensor` over all ranks; returns a handle."""
-    _check_process_set(process_set)
+    """In place: starts reducing `tensor` over all ranks (of `process_set`); returns a handle."""
     op = _op_code(op, average, "allreduce_async_")
     name = _name("allreduce", name)
     work = _contiguous_work(tensor)
     finish = _write_back(tensor, work)
-    return _allreduce_into(work, name, op, prescale_factor, postscale_factor, (tensor, work), finish)
+    return _allreduce_into(work, name, op, prescale_factor, postscale_factor, (tensor, work), finish, process_set)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=None):
     """Out of place: starts reducing a copy of `tensor`; synchronize() returns the result."""
-    _check_process_set(process_set)
     op = _op_code(op, average, "allreduce_async")
     name = _name("allreduce", name)
     out = tensor.detach().clone(memory_format=torch.contiguous_format)
-    return _allreduce_into(out, name, op, prescale_factor, postscale_factor, (tensor, out), lambda: out)
+    return _allreduce_into(out, name, op, prescale_factor, postscale_factor, (tensor, out), lambda: out,
+                           process_set)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -291,28 +297,27 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 class _AllreduceFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
-        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
-        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor))
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, process_set
+        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         # d(reduce)/d(input) for Sum/Average: the same reduction of the output gradients.
-        return allreduce(grad_output, op=ctx.op, prescale_factor=ctx.pre,
-                         postscale_factor=ctx.post), None, None, None, None
+        return allreduce(grad_output, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post,
+                         process_set=ctx.ps), None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=None):
     """Out of place, blocking, differentiable (for Sum and Average). `compression`
     (Compression.fp16) reduces a compressed copy and returns the result in tensor's dtype."""
-    _check_process_set(process_set)
     op = _op_code(op, average, "allreduce")
     if compression is not None:
         compressed, ctx = compression.compress(tensor)
-        reduced = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor)
+        reduced = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
         return compression.decompress(reduced, ctx)
-    return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor)
+    return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
 
 
 # --- allgather ------------------------------------------------------------------------------
@@ -320,7 +325,7 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
 def allgather_async(tensor, name=None, process_set=None):
     """Starts concatenating every rank's `tensor` along dimension 0 (which may differ per
     rank); synchronize() returns the gathered tensor."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     name = _name("allgather", name)
     code = _dtype_code(tensor, "allgather")
     work = tensor.detach()
@@ -328,7 +333,7 @@ def allgather_async(tensor, name=None, process_set=None):
         work = work.reshape(1)
     work = work.contiguous()
     dev = _device(work)
-    h = _kolo.allgather_async(work.data_ptr(), code, list(work.shape), name, dev)
+    h = _kolo.allgather_async(work.data_ptr(), code, list(work.shape), name, dev, set_id)
 
     return _register(h, (tensor, work), lambda: _fetch(h, -1, tensor))
 
@@ -343,49 +348,50 @@ def _fetch(h, member, like):
 
 class _AllgatherFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, process_set):
         ctx.dim0 = tensor.shape[0] if tensor.dim() > 0 else 1
-        return synchronize(allgather_async(tensor, name))
+        ctx.ps = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         # Each rank's input got its rows of every rank's output gradient: sum them, keep ours.
-        sizes = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64))).tolist()
-        reduced = allreduce(grad_output, op=Sum)
-        start = sum(sizes[:rank()])
-        return reduced.narrow(0, start, ctx.dim0), None
+        sizes = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64),
+                                            process_set=ctx.ps)).tolist()
+        reduced = allreduce(grad_output, op=Sum, process_set=ctx.ps)
+        start = sum(sizes[:_rank_in(ctx.ps)])
+        return reduced.narrow(0, start, ctx.dim0), None, None
 
 
 def allgather(tensor, name=None, process_set=None):
     """Blocking allgather (differentiable)."""
-    _check_process_set(process_set)
-    return _AllgatherFn.apply(tensor, name)
+    return _AllgatherFn.apply(tensor, name, process_set)
 
 
 # --- broadcast ------------------------------------------------------------------------------
 
-def _broadcast_into(work, root_rank, name, keep, finish):
+def _broadcast_into(work, root_rank, name, keep, finish, process_set):
     code = _dtype_code(work, "broadcast")
     dev = _device(work)
-    h = _kolo.broadcast_async(work.data_ptr(), code, list(work.shape), int(root_rank), name, dev)
+    h = _kolo.broadcast_async(work.data_ptr(), code, list(work.shape), int(root_rank), name, dev,
+                              _set_id(process_set))
     return _register(h, keep, finish)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
-    """In place: starts copying root's `tensor` into every rank's; returns a handle."""
-    _check_process_set(process_set)
+    """In place: starts copying root's `tensor` into every rank's; returns a handle. With
+    `process_set`, root_rank is a job rank that must be in the set (as in Horovod)."""
     name = _name("broadcast", name)
     work = _contiguous_work(tensor)
     finish = _write_back(tensor, work)
-    return _broadcast_into(work, root_rank, name, (tensor, work), finish)
+    return _broadcast_into(work, root_rank, name, (tensor, work), finish, process_set)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=None):
     """Out of place: synchronize() returns a new tensor holding root's values."""
-    _check_process_set(process_set)
     name = _name("broadcast", name)
     out = tensor.detach().clone(memory_format=torch.contiguous_format)
-    return _broadcast_into(out, root_rank, name, (tensor, out), lambda: out)
+    return _broadcast_into(out, root_rank, name, (tensor, out), lambda: out, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
@@ -395,33 +401,26 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
 
 class _BroadcastFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        ctx.root = root_rank
-        return synchronize(broadcast_async(tensor, root_rank, name))
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root, ctx.ps = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         # Only root's input reached the outputs: it gets the sum of their gradients.
-        reduced = allreduce(grad_output, op=Sum)
+        reduced = allreduce(grad_output, op=Sum, process_set=ctx.ps)
         if rank() != ctx.root:
             reduced = torch.zeros_like(reduced)
-        return reduced, None, None
+        return reduced, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
     """Out of place, blocking, differentiable."""
-    _check_process_set(process_set)
-    return _BroadcastFn.apply(tensor, root_rank, name)
+    return _BroadcastFn.apply(tensor, root_rank, name, process_set)
 
 
-# --- barrier and process sets ---------------------------------------------------------------
+# --- barrier --------------------------------------------------------------------------------
 
 def barrier(process_set=None):
-    """Returns once every rank has called barrier()."""
-    _check_process_set(process_set)
-    _kolo.barrier("kolo.barrier")
-
-
-def _check_process_set(process_set):
-    if process_set is not None:
-        raise NotImplementedError("kolo.torch: process_set= is not supported yet (global set only)")
+    """Returns once every rank (of `process_set`) has called barrier()."""
+    _kolo.barrier("kolo.barrier", _set_id(process_set))

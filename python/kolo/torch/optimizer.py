@@ -34,12 +34,14 @@ from kolo import _kolo
 from kolo.torch import mpi_ops
 from kolo.torch.compression import Compression
 from kolo.torch.mpi_ops import Average, Sum, size
+from kolo.torch.process_sets import _set_id
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
-                 op=Average, gradient_predivide_factor=1.0):
+                 op=Average, gradient_predivide_factor=1.0, process_set=None):
         super(self.__class__, self).__init__(params)
+        self._process_set = process_set
         self._compression = compression
         if op not in (Average, Sum) and op is not None:
             raise ValueError("DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
@@ -79,7 +81,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._grad_accs = []
         self._synchronized = False
         self._should_synchronize = True
-        if size() > 1:
+        if (size() if process_set is None else process_set.size()) > 1:
             if self.op == Average:
                 # kolo applies the 1/size of Average after the sum.
                 pre, post = 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
@@ -91,7 +93,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  "Compression.fp16")
             self._sync = _kolo.GradientSync(
                 self.op, pre, post, _kolo.COMPRESSION_FP16 if fp16 else _kolo.COMPRESSION_NONE,
-                self.backward_passes_per_step, False, "")
+                self.backward_passes_per_step, False, "", _set_id(process_set))
             self._register_hooks()
 
     # -- hooks -----------------------------------------------------------------------------
@@ -181,12 +183,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False, process_set=None):
-    """Wraps `optimizer` for data-parallel training (see this module's docstring)."""
-    mpi_ops._check_process_set(process_set)
+    """Wraps `optimizer` for data-parallel training (see this module's docstring). With
+    `process_set`, gradients are averaged over its members only (only they call this)."""
+    _set_id(process_set)  # a registered set, or None
     if op is mpi_ops.Adasum:
         raise NotImplementedError("DistributedOptimizer: op=Adasum is not supported by kolo")
     if num_groups or groups:
         warnings.warn("DistributedOptimizer: num_groups/groups are ignored; kolo fuses tensors itself")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor)
+               gradient_predivide_factor, process_set)

@@ -5,7 +5,8 @@ import torch
 
 from kolo import _kolo
 from kolo.torch import mpi_ops
-from kolo.torch.mpi_ops import _check_process_set, _fetch, _name, _op_code, _register, synchronize
+from kolo.torch.mpi_ops import _fetch, _name, _op_code, _register, synchronize
+from kolo.torch.process_sets import _set_id
 
 
 def _member(t, what):
@@ -15,15 +16,17 @@ def _member(t, what):
 
 def alltoall_async(tensor, splits=None, name=None, process_set=None):
     """Starts sending rows of `tensor` to every rank: splits[j] rows to rank j (None: equal
-    shares). synchronize() returns what alltoall() returns."""
-    _check_process_set(process_set)
+    shares). With `process_set`: one split per member, in set-rank order. synchronize()
+    returns what alltoall() returns."""
+    set_id = _set_id(process_set)
     name = _name("alltoall", name)
     work = tensor.detach().contiguous()
     split_list = None
     if splits is not None:
         split_list = [int(x) for x in (splits.tolist() if torch.is_tensor(splits) else splits)]
     code = mpi_ops._dtype_code(work, "alltoall")
-    h = _kolo.alltoall_async(work.data_ptr(), code, list(work.shape), split_list, name, mpi_ops._device(work))
+    h = _kolo.alltoall_async(work.data_ptr(), code, list(work.shape), split_list, name, mpi_ops._device(work),
+                             set_id)
 
     def finish():
         out = _fetch(h, -1, tensor)
@@ -43,13 +46,13 @@ def reducescatter_async(tensor, op=None, name=None, process_set=None, prescale_f
                         postscale_factor=1.0):
     """Starts reducing `tensor` over ranks (Average by default); this rank's share of the
     first dimension comes back (the first dim % size ranks get one row more)."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     op = _op_code(op, None, "reducescatter")
     name = _name("reducescatter", name)
     work = tensor.detach().contiguous()
     code = mpi_ops._dtype_code(work, "reducescatter")
     h = _kolo.reducescatter_async(work.data_ptr(), code, list(work.shape), name, op, float(prescale_factor),
-                                  float(postscale_factor), mpi_ops._device(work))
+                                  float(postscale_factor), mpi_ops._device(work), set_id)
     return _register(h, (tensor, work), lambda: _fetch(h, -1, tensor))
 
 
@@ -79,12 +82,12 @@ def _in_place_group(tensors):
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=None):
     """In place, as one unit; synchronize() returns the list of tensors."""
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     op = _op_code(op, average, "grouped_allreduce")
     name = _name("grouped_allreduce", name)
     works, write_back = _in_place_group(list(tensors))
     h = _kolo.grouped_allreduce_async([_member(w, "grouped_allreduce") for w in works], name, op,
-                                      float(prescale_factor), float(postscale_factor))
+                                      float(prescale_factor), float(postscale_factor), set_id)
     return _register(h, (list(tensors), works), write_back)
 
 
@@ -118,10 +121,10 @@ def _grouped_results(h, tensors, works):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=None):
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     name = _name("grouped_allgather", name)
     works = [t.detach().reshape(1) if t.dim() == 0 else t.detach().contiguous() for t in tensors]
-    h = _kolo.grouped_allgather_async([_member(w, "grouped_allgather") for w in works], name)
+    h = _kolo.grouped_allgather_async([_member(w, "grouped_allgather") for w in works], name, set_id)
     return _grouped_results(h, tensors, works)
 
 
@@ -131,12 +134,12 @@ def grouped_allgather(tensors, name=None, process_set=None):
 
 def grouped_reducescatter_async(tensors, op=None, name=None, process_set=None, prescale_factor=1.0,
                                 postscale_factor=1.0):
-    _check_process_set(process_set)
+    set_id = _set_id(process_set)
     op = _op_code(op, None, "grouped_reducescatter")
     name = _name("grouped_reducescatter", name)
     works = [t.detach().contiguous() for t in tensors]
     h = _kolo.grouped_reducescatter_async([_member(w, "grouped_reducescatter") for w in works], name, op,
-                                          float(prescale_factor), float(postscale_factor))
+                                          float(prescale_factor), float(postscale_factor), set_id)
     return _grouped_results(h, tensors, works)
 
 
