@@ -253,8 +253,8 @@ Status Coordinator::root_cycle(bool* activity) {
     *activity = true;
     last_arrival_ = now;
   }
-  // The board before the MPI traffic: a lone small tensor's whole collective is there.
-  KOLO_RETURN_IF_ERROR(fast_step(activity));
+  // An open round first: a lone small tensor's whole collective is there.
+  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
   bool shutdown = shutdown_requested_.load();
   std::string reason;
   if (shutdown) {
@@ -300,7 +300,7 @@ Status Coordinator::root_cycle(bool* activity) {
   check_stalls(&shutdown, &reason);
   // While this rank's round is open it must not start a list (a peer may be about to run
   // what the round agrees).
-  KOLO_RETURN_IF_ERROR(fast_step(activity));
+  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
   if (board_ && board_->open()) {
     size_t in_flight = 0;
     return backend_.channel().progress(&in_flight);
@@ -350,6 +350,8 @@ Status Coordinator::root_cycle(bool* activity) {
       return Status::ok();
     }
   }
+  // Now that this pass's lists have run: join a peer's round, or open one.
+  KOLO_RETURN_IF_ERROR(fast_step(activity));
   size_t in_flight = 0;
   return backend_.channel().progress(&in_flight);
 }
@@ -398,8 +400,8 @@ Status Coordinator::worker_cycle(bool* activity) {
     KOLO_RETURN_IF_ERROR(backend_.channel().send_to_root(encode(out)));
     *activity = true;
   }
-  // The board first: while this rank's round is open it must not start a list.
-  KOLO_RETURN_IF_ERROR(fast_step(activity));
+  // An open round first: while it is open this rank must not start a list.
+  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
   for (; !(board_ && board_->open());) {
     std::vector<uint8_t> bytes;
     bool got = false;
@@ -425,6 +427,8 @@ Status Coordinator::worker_cycle(bool* activity) {
       return Status::ok();
     }
   }
+  // Now that the lists that arrived have run: join a peer's round, or open one.
+  KOLO_RETURN_IF_ERROR(fast_step(activity));
   size_t in_flight = 0;
   return backend_.channel().progress(&in_flight);
 }

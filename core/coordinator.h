@@ -99,9 +99,11 @@ class Coordinator {
   // Holds `q` for the board if it can go that way (an allreduce negotiated before); else
   // returns false and the caller sends it to rank 0.
   bool fast_hold(const Request& q);
-  // One pass: resolves this rank's open round (running what it agreed), joins a peer's
-  // round, or opens one for new requests. Never blocks.
-  Status fast_step(bool* activity);
+  // One pass: resolves this rank's open round (running what it agreed); then, if `offer`
+  // and no round is open, joins a peer's round or opens one for new requests. Never
+  // blocks. The loop offers after it has run the lists it has (a rank that is behind in
+  // lists would only make the round void).
+  Status fast_step(bool* activity, bool offer = true);
   // From inside a rendezvous: joins a peer's round with nothing to offer, so that no peer
   // waits on this rank while it waits on them.
   Status fast_answer_board();

@@ -120,12 +120,13 @@ Status Coordinator::fast_publish() {
   return Status::ok();
 }
 
-Status Coordinator::fast_step(bool* activity) {
+Status Coordinator::fast_step(bool* activity, bool offer) {
   if (!board_) return Status::ok();
   if (board_->open()) {
     KOLO_RETURN_IF_ERROR(fast_resolve(activity));
     if (!board_ || board_->open()) return Status::ok();
   }
+  if (!offer) return Status::ok();
   if (!fast_.empty() && Clock::now() - last_age_scan_ > std::chrono::milliseconds(10)) {
     // Held too long (a peer never submits it): rank 0's table and stall inspector take over.
     const auto now = last_age_scan_ = Clock::now();
