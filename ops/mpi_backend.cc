@@ -172,7 +172,9 @@ class MpiBackend final : public Backend {
                         const std::function<Status()>& while_waiting) override {
     if (members.size() < 2) return Status::ok();
     const std::vector<Executor*>* unused = nullptr;
-    KOLO_RETURN_IF_ERROR(set_executors(id, members, &unused));
+    // A set whose executors cannot be made fails its collectives (the coordinator asks again
+    // and reports it there), not the runtime; every member fails alike, so none waits here.
+    if (!set_executors(id, members, &unused).is_ok()) return Status::ok();
     return wait_barrier(sets_.at(id).comm, while_waiting);
   }
 
