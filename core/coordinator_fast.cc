@@ -143,7 +143,8 @@ Status Coordinator::fast_resolve(bool* activity) {
   bool valid = false;
   int late = -1;
   if (!board_->try_resolve(&valid, &fast_agreed_, &late)) {
-    *activity = true;  // keep polling: a peer answers within its next pass
+    // Not activity: the loop backs off as in any wait for peers (poll, yield, sleep), so a
+    // rank waiting here never keeps a descheduled peer off the core it needs to answer.
     int who = -1;
     if (board_->peer_left(&who)) {
       // A peer's coordinator stopped (a shutdown list is on its way, or it failed): no
