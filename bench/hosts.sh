@@ -52,9 +52,12 @@ root=()
 launch() {  # KOLO_CPU_OPERATIONS args...
   local ops=$1
   shift
-  "$tools/kolo-hosts" exec -s "$s" "$s-h1" env KOLO_CPU_OPERATIONS="$ops" mpirun "${root[@]}" --oversubscribe \
+  # Heartbeats share MPI's TCP connections: behind a bulk transfer on a slow link they wait
+  # (queued bytes / rate), so the peer timeout must exceed the longest transfer (docs/runtime.md).
+  "$tools/kolo-hosts" exec -s "$s" "$s-h1" env KOLO_CPU_OPERATIONS="$ops" \
+    KOLO_PEER_TIMEOUT_SECONDS="${KOLO_PEER_TIMEOUT_SECONDS:-120}" mpirun "${root[@]}" --oversubscribe \
     -np $((hosts * per_host)) -H "$list" --mca plm_rsh_agent "$tools/kolo-hosts-agent" --mca plm_rsh_no_tree_spawn 1 \
-    -x KOLO_CPU_OPERATIONS "$bench" "$@"
+    -x KOLO_CPU_OPERATIONS -x KOLO_PEER_TIMEOUT_SECONDS "$bench" "$@"
 }
 bits=$(awk -v r="${rate,,}" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
   else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')

@@ -6,6 +6,7 @@
 // thread for errors found before queueing); everything else from any thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,9 @@ struct HandleState {
   size_t remaining = 0;                // on the group's state: members not yet complete
   Status group_status;                 // on the group's state: the first member failure
   std::vector<Tensor> outputs;         // on the group's state: allgather/reducescatter results
+  // On the group's state: when its waiters were last woken before it completed (or when it
+  // was made); handle.cc, kGroupWakePeriod.
+  std::chrono::steady_clock::time_point last_wake{};
   int join_last_rank = -1;   // kolo::join(): the last rank to join; written before done
 };
 

@@ -54,12 +54,13 @@ bool process_alive(int pid) {
 }
 
 Liveness::Liveness(int rank, std::vector<Peer> peers, milliseconds timeout, ControlChannel* channel,
-                   bool listener_thread)
+                   bool listener_thread, std::unique_ptr<HeartbeatSocket> udp)
     : rank_(rank),
       peers_(std::move(peers)),
       timeout_(timeout),
       beat_every_(std::clamp(timeout / 5, milliseconds(10), milliseconds(1000))),
       channel_(channel),
+      udp_(std::move(udp)),
       last_heard_(new std::atomic<int64_t>[peers_.size()]) {
   const int my_host = peers_[static_cast<size_t>(rank_)].host;
   for (size_t r = 0; r < peers_.size(); ++r) {
@@ -106,13 +107,18 @@ void Liveness::receive(Clock::time_point now) {
     // The finder's words: every survivor reports the same.
     if (!notice.empty()) set_dead(Status::aborted(notice), -1, false);
   }
+  for (int i = 0, from = -1; udp_ && i < 10000 && udp_->poll(&from); ++i)
+    last_heard_[static_cast<size_t>(from)].store(now.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 void Liveness::beat(Clock::time_point now) {
   if (!any_remote_ || now < next_beat_) return;
   next_beat_ = now + beat_every_;
   for (size_t r = 0; r < peers_.size(); ++r)
-    if (static_cast<int>(r) != rank_ && !peers_[r].by_pid) channel_->send_heartbeat(static_cast<int>(r), {});
+    if (static_cast<int>(r) != rank_ && !peers_[r].by_pid) {
+      channel_->send_heartbeat(static_cast<int>(r), {});
+      if (udp_) udp_->send(static_cast<int>(r));
+    }
 }
 
 bool Liveness::set_dead(Status s, int dead_rank, bool tell) {

@@ -20,6 +20,8 @@
 //     does microseconds of work per beat, so a coordinator busy with CPU work (or starved
 //     by compute threads) neither stops its rank's heartbeats nor delays their receipt.
 //     Otherwise check() does it from the coordinator's waits (the older, starvable path).
+//     Each heartbeat goes both as an MPI message and, where set up, as a UDP datagram
+//     (core/heartbeat_socket.h): MPI's TCP stream can hold it behind bulk data for seconds.
 //     Silence is only counted while the listener itself was running: after a gap in its
 //     own schedule (the process was stopped), every peer gets a fresh period.
 // The rank that finds a peer dead tells every other rank (a notice on the heartbeat tag), so
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/heartbeat_socket.h"
 #include "kolo/status.h"
 
 namespace kolo {
@@ -62,8 +65,10 @@ class Liveness {
   // process this process cannot see (another pid namespace) are judged by heartbeats.
   // `listener_thread`: heartbeats on a dedicated thread (the channel's heartbeat calls must
   // be safe from two threads at once); false: from check().
+  // `udp` (may be null): a second path for heartbeats, set up with every peer's endpoint
+  // (core/heartbeat_socket.h); a peer is heard when either path delivers.
   Liveness(int rank, std::vector<Peer> peers, std::chrono::milliseconds timeout, ControlChannel* channel,
-           bool listener_thread);
+           bool listener_thread, std::unique_ptr<HeartbeatSocket> udp = nullptr);
   ~Liveness();  // stop()
   Liveness(const Liveness&) = delete;
   Liveness& operator=(const Liveness&) = delete;
@@ -105,6 +110,7 @@ class Liveness {
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds beat_every_;
   ControlChannel* const channel_;
+  std::unique_ptr<HeartbeatSocket> udp_;  // used by one thread at a time, like next_beat_
   bool any_remote_ = false;
   std::unique_ptr<std::atomic<int64_t>[]> last_heard_;  // steady_clock ns, per rank
   Clock::time_point next_check_{}, last_check_{}, next_beat_{};  // next_beat_: one thread at a time

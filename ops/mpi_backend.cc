@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/backend.h"
+#include "core/heartbeat_socket.h"
 #include "core/host_info.h"
 #include "core/liveness.h"
 #include "core/logging.h"
@@ -120,26 +121,33 @@ class MpiBackend final : public Backend {
     struct Id {
       int pid, host;
       char name[64];
+      HeartbeatSocket::Endpoint udp;  // heartbeats' side channel (core/heartbeat_socket.h)
+      uint64_t token;                 // rank 0's is the job's
     } mine{};
     mine.pid = static_cast<int>(getpid());
     mine.host = topo_.rank;
     MPI_Bcast(&mine.host, 1, MPI_INT, 0, local_);
     std::snprintf(mine.name, sizeof(mine.name), "%s", host_name().c_str());
-    host_id_ = mine.host;
+    std::unique_ptr<HeartbeatSocket> udp = HeartbeatSocket::open();
+    if (udp) mine.udp = udp->local_endpoint(config.network_interface);
+    mine.token = random_token();
     std::vector<Id> all(static_cast<size_t>(topo_.size));
     KOLO_RETURN_IF_ERROR(ops::mpi_status(
         MPI_Allgather(&mine, sizeof(Id), MPI_BYTE, all.data(), sizeof(Id), MPI_BYTE, data_), "MPI_Allgather(ids)"));
     std::vector<Liveness::Peer> peers(all.size());
+    std::vector<HeartbeatSocket::Endpoint> endpoints(all.size());
     for (size_t r = 0; r < all.size(); ++r) {
       all[r].name[sizeof(all[r].name) - 1] = '\0';
       peers[r].pid = all[r].pid;
       peers[r].host = all[r].host;
       peers[r].host_name = all[r].name;
+      endpoints[r] = all[r].udp;
     }
+    if (udp) udp->set_peers(std::move(endpoints), all[0].token, topo_.rank);
     liveness_ = std::make_unique<Liveness>(
         topo_.rank, std::move(peers),
         std::chrono::milliseconds(static_cast<int64_t>(config.peer_timeout_seconds * 1000.0)), channel_.get(),
-        thread_level() >= MPI_THREAD_MULTIPLE);
+        thread_level() >= MPI_THREAD_MULTIPLE, std::move(udp));
     if (topo_.size > 1 && !liveness_->has_listener_thread())
       KOLO_LOG(LogLevel::kDebug, "heartbeats from the coordinator's waits (no listener thread: MPI thread level "
                                      << thread_level() << ", or no peer on another host)");

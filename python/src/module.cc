@@ -242,6 +242,13 @@ PYBIND11_MODULE(_kolo, m) {
         kolo::barrier(name, set);
       },
       py::arg("name") = "kolo.barrier", py::arg("process_set") = 0);
+  m.def(
+      "join",
+      [] {
+        py::gil_scoped_release nogil;
+        return kolo::join();
+      },
+      "Blocks until every rank has joined (kolo::join, kolo/collectives.h); returns the last rank to join");
   bind_process_sets(m);
 
 #ifdef KOLO_HAVE_TRAINING_CORE

@@ -82,6 +82,9 @@ def test_missing_hostfile():
     (["--launcher", "local", "-H", "elsewhere.invalid:2", "prog"], "this host only, but -H/--hostfile names"),
     (["--min-shm", "lots", "-H", "a", "prog"], "--min-shm 'lots'"),
     (["--env", "NOVALUE", "-H", "a", "prog"], "--env 'NOVALUE': expected NAME=VALUE"),
+    (["-np", "0", "-H", "a:2", "prog"], "-np 0: expected at least 1 rank"),
+    (["--launcher", "pbs", "prog"], "argument --launcher: invalid choice: 'pbs'"),
+    (["--launcher", "mpi", "prog"], "--launcher mpi needs hosts"),
 ])
 def test_usage_errors(args, needle):
     r = run("--dry-run", *args)
@@ -130,6 +133,21 @@ def test_launcher_local():
 def test_sync_dst_dir_sets_the_ranks_directory():
     cmd = dry("-H", "a:1", "--sync-dst-dir", "/scratch/job", "prog")
     assert cmd[cmd.index("--wdir") + 1] == "/scratch/job"
+
+
+def test_sync_dst_dir_failure_names_the_host_and_starts_nothing(tmp_path):
+    marker = tmp_path / "started"
+    r = run("--launcher", "local", "--sync-dst-dir", "/proc/kolo-no-such-dir", "touch", str(marker), cwd=str(tmp_path))
+    assert r.returncode == 1
+    assert "kolo-run: error: --sync-dst-dir: cannot create /proc/kolo-no-such-dir on " in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not marker.exists()
+
+
+def test_missing_mpirun_is_named():
+    r = run("--launcher", "local", "--mpirun", "no-such-mpirun-9", "prog")
+    assert r.returncode == 1
+    assert "no-such-mpirun-9 not found on PATH" in r.stderr
 
 
 def fake_scontrol(tmp_path):

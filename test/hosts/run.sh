@@ -2,7 +2,7 @@
 # Runs one command across simulated hosts (tools/hosts/kolo-hosts) and checks that nothing
 # is left behind. Used by the `hosts` CTest label.
 #
-#   run.sh --hosts N --per-host R [--rate RATE] [--delay D] [--timeout S] [--np-flag]
+#   run.sh --hosts N --per-host R [--rate RATE] [--delay D] [--tcp-retries K] [--timeout S]
 #          [--env K=V]... [--script] -- PROGRAM ARGS...
 #
 # Default: mpirun -np N*R -H s-h1:R,...  PROGRAM ARGS, started on host 1, with every --env
@@ -15,7 +15,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tools=$(cd "$here/../../tools/hosts" && pwd)
-hosts=2 per_host=1 rate="" delay="" timeout_s=240 script=0
+hosts=2 per_host=1 rate="" delay="" retries="" timeout_s=240 script=0
 envs=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
     --per-host) per_host=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
+    --tcp-retries) retries=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --script) script=1; shift ;;
@@ -40,20 +41,22 @@ fi
 
 session=t$$
 t0=$(date +%s.%N)
-"$tools/kolo-hosts" up -s "$session" -n "$hosts" ${rate:+--rate "$rate"} ${delay:+--delay "$delay"} || exit 1
+"$tools/kolo-hosts" up -s "$session" -n "$hosts" ${rate:+--rate "$rate"} ${delay:+--delay "$delay"} \
+  ${retries:+--tcp-retries "$retries"} || exit 1
 t1=$(date +%s.%N)
 leftovers() {  # prints what is left on the hosts; status 1 if anything
   local bad=0
   for h in $("$tools/kolo-hosts" hosts -s "$session"); do
     local p s
     p=$("$tools/kolo-hosts" pids -s "$session" "$h" | tr '\n' ' ')
+    p=${p% }
     # A halted host (fault tests) has no mount namespace left, and with it went its /dev/shm.
     if [ -n "$(readlink "/proc/$(cat "/run/kolo-hosts/$session/${h##*-}.pid")/ns/mnt" 2>/dev/null)" ]; then
       s=$("$tools/kolo-hosts" exec -s "$session" "$h" ls -A /dev/shm | tr '\n' ' ')
     else
       s=""
     fi
-    if [ -n "$p" ]; then echo "LEFTOVER: processes on $h: $(ps -o pid=,comm= -p ${p// /,} | tr '\n' ';')"; bad=1; fi
+    if [ -n "$p" ]; then echo "LEFTOVER: processes on $h: $(ps -o pid=,comm= -p "${p// /,}" | tr '\n' ';')"; bad=1; fi
     if [ -n "$s" ]; then echo "LEFTOVER: /dev/shm on $h: $s"; bad=1; fi
   done
   return $bad

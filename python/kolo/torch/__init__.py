@@ -20,7 +20,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError
                                 Sum, allgather, allgather_async, allreduce, allreduce_, allreduce_async,
                                 allreduce_async_, barrier, broadcast, broadcast_, broadcast_async,
                                 broadcast_async_, cross_rank, cross_size, cuda_built, gloo_built,
-                                gloo_enabled, init, is_homogeneous, is_initialized, local_rank,
+                                gloo_enabled, init, is_homogeneous, is_initialized, join, local_rank,
                                 local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
                                 poll, rank, rocm_built, shutdown, size, synchronize)
 from kolo.torch.optimizer import DistributedOptimizer

@@ -421,6 +421,21 @@ def broadcast(tensor, root_rank, name=None, process_set=None):
 
 # --- barrier --------------------------------------------------------------------------------
 
+def join(device=-1):
+    """Horovod's hvd.join(): this rank has run out of data. Until every rank has joined, it
+    takes part in the other ranks' collectives without data of its own (an allreduce gets
+    the op's identity from it, and an average divides by the ranks that contributed; an
+    allgather gets no rows from it; see kolo/collectives.h, kolo::join). Blocks until every
+    rank has joined and returns, on every rank, the last rank to join; afterwards every rank
+    may submit (and join) again. `device` is accepted for Horovod's sake: kolo's join
+    involves no tensor. Collectives on process sets other than the global one are not
+    completed for joined ranks; alltoall and reducescatter with a joined rank fail."""
+    _need_init("join")
+    if not isinstance(device, int) or isinstance(device, bool):
+        raise TypeError("kolo.torch.join: device must be an int (Horovod's device id), got %r" % (device,))
+    return _kolo.join()
+
+
 def barrier(process_set=None):
     """Returns once every rank (of `process_set`) has called barrier()."""
     _kolo.barrier("kolo.barrier", _set_id(process_set))
