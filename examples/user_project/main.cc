@@ -37,8 +37,7 @@ int main(int argc, char** argv) {
     kv->init(7, kolo::TensorView::of(x));
     kv->pushpull({7}, {kolo::TensorView::of(g)}, {kolo::TensorView::of(x)});
     const bool kv_ok = x[2] == static_cast<float>(kolo::size());
-    std::printf("user_app rank %d: kvstore sum %.0f %s
-", kolo::rank(), x[2], kv_ok ? "OK" : "WRONG");
+    std::printf("user_app rank %d: kvstore sum %.0f %s\n", kolo::rank(), x[2], kv_ok ? "OK" : "WRONG");
     ok = ok && kv_ok;
   }
   kolo::shutdown();
