@@ -216,8 +216,8 @@ void Coordinator::loop() {
       // board) for a moment before giving the core away: a small collective's whole life
       // on one host is a few microseconds.
       const auto until = Clock::now() + kPollBurst;
-      while (!queue_.maybe_work() && !(board_ && board_->peer_ahead()) && Clock::now() < until) cpu_relax();
-      if (!queue_.maybe_work()) std::this_thread::yield();
+      while (!queue_.maybe_work() && !(board_ && board_->needs_attention()) && Clock::now() < until) cpu_relax();
+      if (!queue_.maybe_work() && !(board_ && board_->needs_attention())) std::this_thread::yield();
     } else {
       const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
       auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),
