@@ -461,7 +461,12 @@ void Coordinator::root_drain_acks() {
   std::vector<bool> acked(topo_.size, false);
   int missing = topo_.size - 1;
   const auto deadline = Clock::now() + kShutdownBound;
+  Liveness* liveness = backend_.liveness();
   while (missing > 0 && Clock::now() < deadline) {
+    // A peer that died before acknowledging never will; the verdict also keeps finalize()
+    // from waiting for it in MPI_Finalize (a rank that shut down first may never have
+    // looked at its peers since the death: the KVStore's waits, for one, judge on their own).
+    if (liveness != nullptr && !liveness->check("waiting for the peers' shutdown acknowledgements").is_ok()) break;
     int source = -1;
     bool got = false;
     std::vector<uint8_t> bytes;
