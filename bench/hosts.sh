@@ -11,7 +11,8 @@
 #       MPI_Allreduce over all ranks (per tensor, and of all bytes in one buffer), same run;
 #    b. the same with the hierarchy off (KOLO_CPU_OPERATIONS=mpi: kolo's flat MPI executor);
 #    c. a size sweep, kolo beside MPI_Allreduce, with the hierarchy on and off.
-#    The link bound: the bytes each host must send over its link / RATE. A hierarchical
+#    The link bound: the bytes each host must send over its link / RATE; beside it the
+#    measured one (bench/link_probe.py: one TCP connection, both directions at once). A hierarchical
 #    allreduce over 2 hosts sends the tensor once per host (reduce-scatter + allgather between
 #    2 leaders); a flat ring over HOSTS x PER_HOST ranks sends 2(P-1)/P x PER_HOST/... more.
 set -euo pipefail
@@ -65,6 +66,12 @@ bytes=$((25557032 * 4))
 bound_ms=$(awk -v b="$bytes" -v r="$bits" 'BEGIN { printf "%.0f", b * 8 / r * 1000 }')
 echo "link: $rate per host each way ($(tc -n "kolo-$s-h1" qdisc show dev eth0 | head -1 | cut -d' ' -f2));" \
      "ResNet-50 gradients $bytes bytes; link bound (each host sends them once): $bound_ms ms"
+# What one TCP connection moves through the shaped link, both ways at once (the measured bound).
+"$tools/kolo-hosts" exec -s "$s" "$s-h2" /usr/bin/python3 "$here/link_probe.py" serve 9555 "$bytes" &
+probe=$!
+"$tools/kolo-hosts" exec -s "$s" "$s-h1" /usr/bin/python3 "$here/link_probe.py" send "$s-h2" 9555 "$bytes" ||
+  echo "link probe failed"
+wait "$probe" || true
 for ops in auto mpi; do
   echo "== ResNet-50 gradient step, $hosts hosts x $per_host ranks, KOLO_CPU_OPERATIONS=$ops" \
        "($([ "$ops" = auto ] && echo "hierarchical" || echo "hierarchy off: flat MPI executor"))"

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,14 +70,28 @@ class Backend {
   }
   // rendezvous() among the members of process set `id` (made on first use as set_executors
   // does): called by each member before the first response of the set in a response list.
-  virtual Status rendezvous_set(int32_t /*id*/, const std::vector<int>& /*members*/) { return Status::ok(); }
+  // `while_waiting` as for rendezvous().
+  virtual Status rendezvous_set(int32_t /*id*/, const std::vector<int>& /*members*/,
+                                const std::function<Status()>& /*while_waiting*/ = {}) {
+    return Status::ok();
+  }
   // Frees what set_executors made for `id` (the set was removed; nothing of it is pending).
   virtual void release_set(int32_t /*id*/) {}
   // Returns once every rank has reached the same point (called before executing a response
   // list). Waiting ranks back off from spinning to sleeping, so a rank that is early does not
   // burn a core its own training thread needs while a peer finishes its backward pass —
   // the blocking collectives that follow then start with every rank present.
-  virtual Status rendezvous() { return Status::ok(); }
+  // `while_waiting` (may be empty) is called between polls; an error from it ends the wait
+  // with that error (the coordinator answers the fast path's board there, so that a peer
+  // polling the board is never left waiting on a rank in a rendezvous).
+  virtual Status rendezvous(const std::function<Status()>& while_waiting = {}) {
+    (void)while_waiting;
+    return Status::ok();
+  }
+  // Zeroed memory that every rank of a one-host job maps, of FastBoard::bytes_needed(size,
+  // config.cache_capacity) bytes or more: the fast path's board (core/fast_board.h). Null
+  // where there is none (several hosts, one rank, no shared-memory executor, no cache).
+  virtual void* fast_board_memory() { return nullptr; }
   // The dead-peer check every wait consults (core/liveness.h); null where there is none.
   virtual Liveness* liveness() { return nullptr; }
   // Which executor runs each collective on CPU (and GPU) tensors, for KOLO_VERBOSE's report:

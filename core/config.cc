@@ -32,7 +32,8 @@ const std::set<std::string>& known_names() {
       "KOLO_BURST_HOLD_MICROSECONDS",  "KOLO_VERBOSE",
       "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
-      "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS"};
+      "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
+      "KOLO_FAST_PATH"};
   return names;
 }
 
@@ -153,6 +154,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     c.autotune = *v == "1";
   }
   if (auto v = lookup("KOLO_AUTOTUNE_LOG")) c.autotune_log = *v;
+  if (auto v = lookup("KOLO_FAST_PATH")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_FAST_PATH", *v, "0 or 1");
+    c.fast_path = *v == "1";
+  }
   if (auto v = lookup("KOLO_VERBOSE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_VERBOSE", *v, "0 or 1");
     c.verbose = *v == "1";

@@ -64,6 +64,9 @@ struct Config {
   // Rank 0 holds ready tensors while a burst is still arriving: the longest gap between
   // arrivals that counts as one burst, in microseconds (0 = off; core/burst_hold.h).
   int burst_hold_us = 100;               // KOLO_BURST_HOLD_MICROSECONDS
+  // Ranks of one host agree on tensors negotiated before through shared memory, without
+  // rank 0 (core/fast_board.h; needs the shm executor, one host and the response cache).
+  bool fast_path = true;                 // KOLO_FAST_PATH
   bool autotune = false;                 // KOLO_AUTOTUNE
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
   int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried

@@ -24,6 +24,15 @@ using std::chrono::microseconds;
 // training threads.
 constexpr auto kSpinWindow = microseconds(200);
 constexpr auto kMinSleep = microseconds(20);
+// Within the spin window, how long one pass watches the queue and the board before it
+// yields the core.
+constexpr auto kPollBurst = microseconds(2);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 // A single rank sleeps until its queue wakes it; this bounds only how late a signal kolo
 // intercepted is acted on.
 constexpr auto kSingleRankSleep = std::chrono::milliseconds(50);
@@ -44,6 +53,15 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       cache_(config.cache_capacity),
       fusion_threshold_(config.fusion_threshold_bytes),
       max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)) {
+  if (config.fast_path && topo_.size > 1 && config.cache_capacity > 0)
+    if (void* memory = backend_.fast_board_memory())
+      board_ = std::make_unique<FastBoard>(memory, topo_.local_rank, topo_.size, config.cache_capacity);
+  // A tensor held on the board longer than this goes to rank 0, whose stall inspector
+  // then reports the ranks that never submitted it.
+  double hold_s = 1.0;
+  if (config.stall_check_seconds > 0) hold_s = std::min(hold_s, config.stall_check_seconds / 2);
+  if (config.stall_shutdown_seconds > 0) hold_s = std::min(hold_s, config.stall_shutdown_seconds / 2);
+  fast_max_hold_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hold_s));
   if (timeline_)
     for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
   if (config.autotune && topo_.rank == 0) {
@@ -66,6 +84,10 @@ void Coordinator::tune_after(const ResponseList& list) {
   uint64_t bytes = 0;
   for (const Response& r : list.responses)
     if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);
+  tune_record(bytes);
+}
+
+void Coordinator::tune_record(uint64_t bytes) {
   if (bytes == 0 || tuner_->done()) return;
   const auto now = Clock::now();
   tuner_->record(bytes, std::chrono::duration<double>(now - last_record_).count());
@@ -143,6 +165,7 @@ void Coordinator::join() {
 }
 
 void Coordinator::stop(const Status& reason) {
+  if (board_) board_->leave();
   queue_.close(reason);
   running_ = false;
 }
@@ -189,7 +212,12 @@ void Coordinator::loop() {
       // shutdown (which notifies it) give work, so there is nothing to spin or poll for.
       queue_.wait_for_work(kSingleRankSleep);
     } else if (idle < kSpinWindow) {
-      std::this_thread::yield();
+      // Watch the two signals that cost no syscall (this rank's queue, a peer's round on the
+      // board) for a moment before giving the core away: a small collective's whole life
+      // on one host is a few microseconds.
+      const auto until = Clock::now() + kPollBurst;
+      while (!queue_.maybe_work() && !(board_ && board_->peer_ahead()) && Clock::now() < until) cpu_relax();
+      if (!queue_.maybe_work()) std::this_thread::yield();
     } else {
       const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
       auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),
@@ -210,7 +238,13 @@ Status Coordinator::root_cycle(bool* activity) {
   auto now = Clock::now();
   const bool my_join = queue_.take_join();  // before the requests pushed ahead of it
   const size_t mine = queue_.take_requests(&requests_);
-  for (size_t i = 0; i < mine; ++i) KOLO_RETURN_IF_ERROR(add_request(requests_[i], requests_[i].rank, now));
+  if (my_join) fast_pause(), fast_pause_out_ = board_ != nullptr;  // what it holds goes to the table first
+  for (size_t i = 0; i < mine; ++i) {
+    const Request& q = requests_[i];
+    if (fast_hold(q)) continue;
+    KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
+    fast_note_table(q);
+  }
   if (my_join) {
     KOLO_RETURN_IF_ERROR(table_.join(0));
     *activity = true;
@@ -219,6 +253,8 @@ Status Coordinator::root_cycle(bool* activity) {
     *activity = true;
     last_arrival_ = now;
   }
+  // An open round first: a lone small tensor's whole collective is there.
+  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
   bool shutdown = shutdown_requested_.load();
   std::string reason;
   if (shutdown) {
@@ -238,15 +274,22 @@ Status Coordinator::root_cycle(bool* activity) {
     last_arrival_ = now;
     peer_requests_full_.fetch_add(list.requests.size(), std::memory_order_relaxed);
     peer_requests_cached_.fetch_add(list.cached.size(), std::memory_order_relaxed);
-    for (const Request& q : list.requests) KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
+    for (const Request& q : list.requests) {
+      KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
+      fast_note_table(q);
+    }
     for (uint32_t id : list.cached) {
       const Request* known = cache_.get(id);
       if (!known)
         return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
                                 std::to_string(id) + ", which rank 0 does not have");
       KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
+      fast_note_table(*known);
     }
-    if (list.join) KOLO_RETURN_IF_ERROR(table_.join(source));
+    if (list.join) {
+      KOLO_RETURN_IF_ERROR(table_.join(source));
+      fast_pause(), fast_pause_out_ = board_ != nullptr;
+    }
     if (list.shutdown && !shutdown) {
       shutdown = true;
       reason = !list.shutdown_reason.empty()
@@ -255,6 +298,13 @@ Status Coordinator::root_cycle(bool* activity) {
     }
   }
   check_stalls(&shutdown, &reason);
+  // While this rank's round is open it must not start a list (a peer may be about to run
+  // what the round agrees).
+  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
+  if (board_ && board_->open()) {
+    size_t in_flight = 0;
+    return backend_.channel().progress(&in_flight);
+  }
 
   std::vector<Response> ready;
   if (!hold_burst(shutdown)) ready = take_ready_all();
@@ -269,9 +319,12 @@ Status Coordinator::root_cycle(bool* activity) {
   // Every rank has joined: the names still pending are complete (taken above, as nothing is
   // held then), and this list ends everyone's join().
   const bool join_done = table_.all_joined();
-  if (!ready.empty() || shutdown || pending_params_ || join_done) {
+  if (!ready.empty() || shutdown || pending_params_ || join_done || !fast_demote_out_.empty() || fast_pause_out_) {
     ResponseList list;
     list.responses = std::move(ready);
+    list.fast_demote.swap(fast_demote_out_);
+    list.fast_pause = fast_pause_out_;
+    fast_pause_out_ = false;
     if (join_done) {
       list.join_done = true;
       list.last_joined = table_.last_joined();
@@ -297,6 +350,8 @@ Status Coordinator::root_cycle(bool* activity) {
       return Status::ok();
     }
   }
+  // Now that this pass's lists have run: join a peer's round, or open one.
+  KOLO_RETURN_IF_ERROR(fast_step(activity));
   size_t in_flight = 0;
   return backend_.channel().progress(&in_flight);
 }
@@ -324,9 +379,15 @@ Status Coordinator::shutdown_instead(const Status& dead) {
 Status Coordinator::worker_cycle(bool* activity) {
   RequestList out;
   out.join = queue_.take_join();  // before the requests pushed ahead of it
+  if (out.join) fast_pause();     // what it holds travels ahead of the join
+  // Requests held for the board and then sent to rank 0 instead go first: they were
+  // submitted before the new ones.
+  out.requests.swap(fast_to_root_.requests);
+  out.cached.swap(fast_to_root_.cached);
   const size_t mine = queue_.take_requests(&requests_);
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
+    if (fast_hold(q)) continue;
     if (auto id = cache_.find(q)) out.cached.push_back(*id);
     else out.requests.push_back(q);  // a copy: requests_'s elements keep their buffers
   }
@@ -339,7 +400,9 @@ Status Coordinator::worker_cycle(bool* activity) {
     KOLO_RETURN_IF_ERROR(backend_.channel().send_to_root(encode(out)));
     *activity = true;
   }
-  for (;;) {
+  // An open round first: while it is open this rank must not start a list.
+  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
+  for (; !(board_ && board_->open());) {
     std::vector<uint8_t> bytes;
     bool got = false;
     KOLO_RETURN_IF_ERROR(backend_.channel().poll_from_root(&bytes, &got));
@@ -364,6 +427,8 @@ Status Coordinator::worker_cycle(bool* activity) {
       return Status::ok();
     }
   }
+  // Now that the lists that arrived have run: join a peer's round, or open one.
+  KOLO_RETURN_IF_ERROR(fast_step(activity));
   size_t in_flight = 0;
   return backend_.channel().progress(&in_flight);
 }
@@ -514,6 +579,7 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
 }
 
 Status Coordinator::execute_list(const ResponseList& list) {
+  ++lists_started_;  // what this rank's records on the fast path's board say
   const auto& rs = list.responses;
   // The rendezvous is global (every rank): only lists with a global-set collective make it,
   // so that sets of other ranks never wait for each other here; the members of a set meet
@@ -527,7 +593,7 @@ Status Coordinator::execute_list(const ResponseList& list) {
   Status first_taken = rs.empty() ? Status::ok() : take(rs[0]);
   if (collectives) {
     const auto t0 = Clock::now();
-    if (Status met = backend_.rendezvous(); !met.is_ok()) {
+    if (Status met = backend_.rendezvous([this] { return fast_answer_board(); }); !met.is_ok()) {
       // The runtime stops with this error; the entries already taken fail with it too.
       fail_taken(rs[0], first_taken, met);
       return met;
@@ -544,6 +610,11 @@ Status Coordinator::execute_list(const ResponseList& list) {
     }
     execute_one(rs[i], std::move(taken));
   }
+  // A name sent to rank 0 instead of the board may use the board again once it has run.
+  if (!fast_demoted_.empty())
+    for (const Response& r : rs)
+      for (const std::string& n : r.names) fast_demoted_.erase(n);
+  fast_after_list(list);
   // After the responses: a joined rank's join() returns once the last collectives it took
   // part in are done.
   if (list.join_done) queue_.complete_join(Status::ok(), list.last_joined);
@@ -556,7 +627,7 @@ Status Coordinator::meet_set(const Response& r) {
     return Status::ok();
   met_sets_.push_back(r.process_set);
   const auto t0 = Clock::now();
-  Status s = backend_.rendezvous_set(r.process_set, *set_members(r.process_set));
+  Status s = backend_.rendezvous_set(r.process_set, *set_members(r.process_set), [this] { return fast_answer_board(); });
   rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                            std::memory_order_relaxed);
   return s;
@@ -694,6 +765,8 @@ RuntimeStats Coordinator::stats() const {
   st.cache_capacity = config_.cache_capacity;
   st.peer_requests_cached = peer_requests_cached_.load();
   st.peer_requests_full = peer_requests_full_.load();
+  st.fast_collectives = fast_collectives_.load();
+  st.fast_rounds = fast_rounds_.load();
   return st;
 }
 

@@ -25,6 +25,7 @@
 #include "core/autotune.h"
 #include "core/backend.h"
 #include "core/config.h"
+#include "core/fast_board.h"
 #include "core/negotiation.h"
 #include "core/process_set.h"
 #include "core/response_cache.h"
@@ -91,7 +92,35 @@ class Coordinator {
   void forget_removed_sets();
   // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
   void tune_after(const ResponseList& list);
+  void tune_record(uint64_t allreduced_bytes);  // one list's or one fast round's
   void apply_params(const ResponseList& list);
+
+  // The fast path (core/coordinator_fast.cc, core/fast_board.h, docs/runtime.md).
+  // Holds `q` for the board if it can go that way (an allreduce negotiated before); else
+  // returns false and the caller sends it to rank 0.
+  bool fast_hold(const Request& q);
+  // One pass: resolves this rank's open round (running what it agreed); then, if `offer`
+  // and no round is open, joins a peer's round or opens one for new requests. Never
+  // blocks. The loop offers after it has run the lists it has (a rank that is behind in
+  // lists would only make the round void).
+  Status fast_step(bool* activity, bool offer = true);
+  // From inside a rendezvous: joins a peer's round with nothing to offer, so that no peer
+  // waits on this rank while it waits on them.
+  Status fast_answer_board();
+  // Sends held requests to rank 0 instead (those for which `pick` is true).
+  template <typename Pick>
+  void fast_demote(Pick pick);
+  // A join began: everything held goes to rank 0, and so does everything new until the
+  // join ends.
+  void fast_pause();
+  // After executing a response list: its demotions, pause, and the end of a join.
+  void fast_after_list(const ResponseList& list);
+  // Rank 0: `q` entered the table; if peers may be holding its name on the board, they
+  // must send it here instead (and so must rank 0).
+  void fast_note_table(const Request& q);
+  Status fast_publish();
+  Status fast_resolve(bool* activity);
+  Status fast_execute(const std::vector<uint32_t>& agreed);
 
   // Constant after construction.
   const Config config_;
@@ -125,6 +154,29 @@ class Coordinator {
   std::optional<AutotuneParams> pending_params_;  // rank 0: to carry on the next list
   std::chrono::steady_clock::time_point last_record_;
   std::ofstream autotune_log_;
+
+  // The fast path; coordinator thread only.
+  struct FastHeld {
+    Request request;
+    uint32_t id = 0;  // response-cache id, valid while fast_ids_lists_ == lists_started_
+    std::chrono::steady_clock::time_point since;
+  };
+  std::unique_ptr<FastBoard> board_;  // null: no fast path here
+  std::vector<FastHeld> fast_;        // this rank's requests held for the board
+  uint64_t lists_started_ = 0;        // response lists this rank has begun to execute
+  uint64_t fast_ids_lists_ = 0;       // lists_started_ when fast_'s ids were last looked up
+  uint64_t fast_published_lists_ = ~uint64_t{0};  // lists_started_ at the last publish
+  bool fast_dirty_ = false;           // fast_ grew since the last publish
+  bool fast_paused_ = false;          // a join is in progress: everything goes to rank 0
+  std::set<std::string> fast_demoted_;  // names that go to rank 0 until they next execute
+  std::vector<std::string> fast_demote_out_;  // rank 0: names to demote in the next list
+  bool fast_pause_out_ = false;               // rank 0: pause everyone in the next list
+  RequestList fast_to_root_;                  // a worker's demoted requests, to send
+  std::chrono::steady_clock::time_point round_opened_, last_age_scan_;
+  std::chrono::steady_clock::duration fast_max_hold_;  // held longer: demoted (stall inspector)
+  std::vector<uint32_t> fast_ids_, fast_agreed_;       // scratch
+  std::vector<FastHeld> fast_run_;                      // scratch: a round's tensors
+  std::atomic<uint64_t> fast_collectives_{0}, fast_rounds_{0};
 
   // Written by the coordinator thread, read by stats() from any thread.
   std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};

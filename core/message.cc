@@ -177,13 +177,18 @@ std::vector<uint8_t> encode(const ResponseList& list) {
   Writer w;
   w.u8(kResponseMagic);
   w.u8(kVersion);
-  w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.has_params ? 2 : 0) | (list.join_done ? 4 : 0)));
+  w.u8(static_cast<uint8_t>((list.shutdown ? 1 : 0) | (list.has_params ? 2 : 0) | (list.join_done ? 4 : 0) |
+                            (list.fast_pause ? 8 : 0) | (!list.fast_demote.empty() ? 16 : 0)));
   w.str(list.shutdown_reason);
   if (list.join_done) w.pod(list.last_joined);
   if (list.has_params) {
     w.pod(list.fusion_threshold_bytes);
     w.pod(list.cycle_time_ms);
     w.pod(list.cpu_chunk_bytes);
+  }
+  if (!list.fast_demote.empty()) {
+    w.pod<uint32_t>(static_cast<uint32_t>(list.fast_demote.size()));
+    for (const auto& n : list.fast_demote) w.str(n);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(list.responses.size()));
   for (const Response& s : list.responses) {
@@ -234,15 +239,23 @@ Status decode(const uint8_t* data, size_t size, ResponseList* out) {
   uint32_t n;
   ResponseList list;
   if (!r.u8(&magic) || magic != kResponseMagic || !r.u8(&version) || version != kVersion || !r.u8(&flags) ||
-      flags > 7 || !r.str(&list.shutdown_reason))
+      flags > 31 || !r.str(&list.shutdown_reason))
     return corrupt("response", r);
   list.shutdown = flags & 1;
   list.has_params = flags & 2;
   list.join_done = flags & 4;
+  list.fast_pause = flags & 8;
   if (list.join_done && (!r.pod(&list.last_joined) || list.last_joined < 0)) return corrupt("response", r);
   if (list.has_params && (!r.pod(&list.fusion_threshold_bytes) || !r.pod(&list.cycle_time_ms) ||
                           !r.pod(&list.cpu_chunk_bytes) || !(list.cycle_time_ms > 0) || list.cpu_chunk_bytes == 0))
     return corrupt("response", r);
+  if (flags & 16) {
+    uint32_t nd;
+    if (!r.count(&nd, 4) || nd == 0) return corrupt("response", r);
+    list.fast_demote.resize(nd);
+    for (auto& name : list.fast_demote)
+      if (!r.str(&name)) return corrupt("response", r);
+  }
   if (!r.count(&n, 20)) return corrupt("response", r);
   list.responses.resize(n);
   for (auto& s : list.responses)

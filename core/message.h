@@ -108,6 +108,12 @@ struct ResponseList {
   // returns `last_joined` and the job leaves the joined state.
   bool join_done = false;
   int32_t last_joined = -1;
+  // The fast path (core/fast_board.h, docs/runtime.md): names every rank must negotiate
+  // through rank 0 until they next execute (a rank holds them on its host's board); and
+  // `fast_pause`: every rank leaves the fast path until the list that ends the current
+  // join (a rank has joined: every collective goes through rank 0's table).
+  std::vector<std::string> fast_demote;
+  bool fast_pause = false;
   bool operator==(const ResponseList&) const = default;
 };
 

@@ -41,6 +41,8 @@ class ResponseCache {
 
   // The id under which `q` (same name and signature) is cached, if any.
   std::optional<uint32_t> find(const Request& q) const;
+  // Whether a request under this name is cached (whatever its signature).
+  bool has_name(const std::string& name) const { return ids_.count(name) != 0; }
   // The request cached under `id`, or nullptr for an unknown id.
   const Request* get(uint32_t id) const;
   // Records `q` after its collective executed (failed or not; never for an error response).

@@ -57,6 +57,7 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
     // A coordinator that already has a wake-up pending needs no second one.
     notify = !wake_;
     wake_ = true;
+    wake_hint_.store(true, std::memory_order_release);
   }
   if (notify) cv_.notify_one();
   if (!why.is_ok()) {
@@ -72,6 +73,7 @@ size_t TensorQueue::take_requests(std::vector<Request>* out) {
   out->swap(requests_);
   num_requests_ = 0;
   wake_ = false;
+  wake_hint_.store(false, std::memory_order_relaxed);
   return n;
 }
 
@@ -149,6 +151,7 @@ bool TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
       join_ = handle;
       join_sent_ = false;
       wake_ = true;
+      wake_hint_.store(true, std::memory_order_release);
     }
   }
   if (!why.is_ok()) {
@@ -188,6 +191,7 @@ void TensorQueue::notify() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     wake_ = true;
+    wake_hint_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }

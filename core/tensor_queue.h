@@ -22,6 +22,7 @@
 // buffers passed to take_requests/take_entries belong to the caller (the coordinator).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -80,6 +81,9 @@ class TensorQueue {
   // Blocks until a request is queued, the queue is closed, or `timeout` passes.
   void wait_for_work(std::chrono::microseconds timeout);
   bool has_requests();
+  // Lock-free hint that work may have arrived since the last take_requests (the
+  // coordinator's spin reads it without taking the mutex).
+  bool maybe_work() const { return wake_hint_.load(std::memory_order_acquire); }
   // Fails every pending entry with `reason` and refuses later pushes with it.
   void close(const Status& reason);
   // Wakes a waiting coordinator (used by shutdown).
@@ -99,6 +103,7 @@ class TensorQueue {
   bool closed_ = false;             // guarded by mu_
   Status close_reason_;             // guarded by mu_
   bool wake_ = false;               // guarded by mu_: work arrived since the last take
+  std::atomic<bool> wake_hint_{false};  // == wake_, written under mu_, read without it
   std::shared_ptr<detail::HandleState> join_;  // guarded by mu_: the pending join
   bool join_sent_ = false;                     // guarded by mu_: take_join returned it
 };

@@ -104,6 +104,7 @@ class MpiBackend final : public Backend {
     so.arena_bytes = config.shm_arena_bytes;  // kolo/memory.h
     so.arena_auto = config.shm_arena_auto;
     so.liveness = liveness_.get();
+    so.fast_board_capacity = config.fast_path ? config.cache_capacity : 0;
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());
@@ -161,21 +162,25 @@ class MpiBackend final : public Backend {
   }
 
   Liveness* liveness() override { return liveness_.get(); }
+  void* fast_board_memory() override { return shm_executor_ ? shm_executor_->fast_board() : nullptr; }
 
-  Status rendezvous() override { return topo_.size == 1 ? Status::ok() : wait_barrier(data_); }
+  Status rendezvous(const std::function<Status()>& while_waiting) override {
+    return topo_.size == 1 ? Status::ok() : wait_barrier(data_, while_waiting);
+  }
 
-  Status rendezvous_set(int32_t id, const std::vector<int>& members) override {
+  Status rendezvous_set(int32_t id, const std::vector<int>& members,
+                        const std::function<Status()>& while_waiting) override {
     if (members.size() < 2) return Status::ok();
     const std::vector<Executor*>* unused = nullptr;
     // A set whose executors cannot be made fails its collectives (the coordinator asks again
     // and reports it there), not the runtime; every member fails alike, so none waits here.
     if (!set_executors(id, members, &unused).is_ok()) return Status::ok();
-    return wait_barrier(sets_.at(id).comm);
+    return wait_barrier(sets_.at(id).comm, while_waiting);
   }
 
   // An MPI_Ibarrier on `comm`, polled: spins briefly, then yields, then sleeps, consulting the
-  // dead-peer check all along.
-  Status wait_barrier(MPI_Comm comm) {
+  // dead-peer check and `while_waiting` (the fast path's board) all along.
+  Status wait_barrier(MPI_Comm comm, const std::function<Status()>& while_waiting) {
     MPI_Request req;
     KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Ibarrier(comm, &req), "MPI_Ibarrier"));
     const auto start = std::chrono::steady_clock::now();
@@ -185,6 +190,7 @@ class MpiBackend final : public Backend {
       KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)"));
       if (done) return Status::ok();
       KOLO_RETURN_IF_ERROR(liveness_->check("waiting for peers to start a scheduled collective"));
+      if (while_waiting) KOLO_RETURN_IF_ERROR(while_waiting());
       const auto now = std::chrono::steady_clock::now();
       const auto waited = now - start;
       if (waited < std::chrono::microseconds(30)) continue;  // peers usually arrive within µs

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/fast_board.h"
 #include "core/logging.h"
 
 namespace kolo::shm {
@@ -94,6 +95,17 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
                                                                     << " bytes per rank reserved (committed as used)");
   }
   x->single_host_ = topo.local_size == topo.size;
+  if (x->single_host_ && topo.size > 1 && options.fast_board_capacity > 0) {
+    // Collective over the host (every rank reaches here); a failure only means no fast path.
+    const size_t bytes = FastBoard::bytes_needed(topo.size, options.fast_board_capacity);
+    Status b = SharedMapping::establish(
+        o.name + "-f", bytes, topo.local_rank == 0, mpi_agree(local), [](void*) {},
+        [](void*) { return Status::ok(); }, &x->board_);
+    if (!b.is_ok()) {
+      x->board_ = SharedMapping();  // mapped here or not: no rank keeps one
+      KOLO_LOG(LogLevel::kInfo, "shared memory: no fast-path board: " << b.message());
+    }
+  }
   x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size, options.liveness};
   if (Liveness* l = options.liveness)
     x->group_->set_watch([l] { return l->check("waiting for a peer in a shared-memory collective"); });

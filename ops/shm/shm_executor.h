@@ -57,6 +57,10 @@ class ShmExecutor final : public Executor {
     size_t arena_chunk_bytes = ShmGroup::Options{}.arena_chunk_bytes;
     // The runtime's dead-peer check (borrowed, may be null), consulted by every wait.
     Liveness* liveness = nullptr;
+    // The fast path's board (core/fast_board.h) for response-cache ids below this; 0 = none.
+    // Made only on one host with two ranks or more; failing to make it leaves it out on
+    // every rank alike (the fast path is an optimisation).
+    size_t fast_board_capacity = 0;
   };
 
   // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of
@@ -74,6 +78,8 @@ class ShmExecutor final : public Executor {
   ShmGroup& group() { return *group_; }
   // The shared gradient memory, or nullptr without one (Options::arena_bytes/arena_auto).
   ShmArena* arena() { return arena_.get(); }
+  // Zeroed shared memory for the fast path's board, or nullptr (Options::fast_board_capacity).
+  void* fast_board() { return board_.mapped() ? board_.data() : nullptr; }
 
  private:
   ShmExecutor() = default;
@@ -88,6 +94,7 @@ class ShmExecutor final : public Executor {
 
   std::unique_ptr<ShmGroup> group_;
   std::unique_ptr<ShmArena> arena_;
+  SharedMapping board_;
   HierarchicalComms comms_;
   bool single_host_ = true;
   std::vector<Piece> pieces_;  // scratch, reused per response

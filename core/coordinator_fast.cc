@@ -1,0 +1,217 @@
+// The coordinator's fast path: ranks of one host agree on tensors they negotiated before
+// through a shared-memory board instead of a round trip to rank 0 (core/fast_board.h;
+// the protocol and why it keeps one order on every rank: docs/runtime.md, "The fast path").
+#include <algorithm>
+
+#include "core/coordinator.h"
+#include "core/fusion.h"
+#include "core/logging.h"
+
+namespace kolo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A single allreduce as rank 0's table would answer it.
+void allreduce_response(const Request& q, Response* r) {
+  r->type = Response::Type::kAllreduce;
+  r->names.assign(1, q.name);
+  r->dtype = q.dtype;
+  r->reduce_op = q.reduce_op;
+  r->device = q.device;
+  r->root = q.root;
+  r->prescale = q.prescale;
+  r->postscale = q.postscale;
+  r->sizes.assign(1, num_elements(q.shape));
+  r->error.clear();
+  r->joined.clear();
+  r->row_shape.clear();
+  r->process_set = 0;  // the board is the global set's (fast_hold)
+}
+
+}  // namespace
+
+bool Coordinator::fast_hold(const Request& q) {
+  if (!board_ || fast_paused_ || q.kind != OpKind::kAllreduce || !q.device.is_cpu() || !q.group.empty() ||
+      q.process_set != 0)
+    return false;
+  if (!fast_demoted_.empty() && fast_demoted_.count(q.name)) return false;
+  const auto id = cache_.find(q);
+  if (!id) return false;
+  if (fast_.empty()) last_age_scan_ = Clock::now();
+  fast_.push_back({q, *id, Clock::now()});
+  if (fast_.size() == 1) fast_ids_lists_ = lists_started_;
+  fast_dirty_ = true;
+  return true;
+}
+
+template <typename Pick>
+void Coordinator::fast_demote(Pick pick) {
+  const auto now = Clock::now();
+  std::vector<std::string> to_table;  // rank 0: names now in its table
+  size_t kept = 0;
+  for (size_t i = 0; i < fast_.size(); ++i) {
+    FastHeld& h = fast_[i];
+    if (!pick(h)) {
+      if (kept != i) fast_[kept] = std::move(h);
+      ++kept;
+      continue;
+    }
+    if (topo_.rank == 0) {
+      // Into the table like any request of rank 0's (an error here is a fault the table
+      // reports on every rank when the name completes).
+      if (Status s = add_request(h.request, 0, now); !s.is_ok()) KOLO_LOG(LogLevel::kError, s.message());
+      to_table.push_back(h.request.name);
+    } else if (auto id = cache_.find(h.request)) {
+      fast_to_root_.cached.push_back(*id);
+    } else {
+      fast_to_root_.requests.push_back(std::move(h.request));
+    }
+  }
+  fast_.resize(kept);
+  // Peers may hold these names on the board: they must send them to rank 0 too.
+  for (const std::string& n : to_table)
+    if (cache_.has_name(n) && fast_demoted_.insert(n).second) fast_demote_out_.push_back(n);
+}
+
+void Coordinator::fast_note_table(const Request& q) {
+  // Steady state: a name rank 0 has cached arrives here only when some rank could not use
+  // the board for it (another signature, a demotion, a join); any rank that holds it there
+  // would wait for that rank forever. So every rank sends it here until it next runs.
+  if (!board_ || q.kind != OpKind::kAllreduce || q.process_set != 0 || !cache_.has_name(q.name)) return;
+  if (!fast_demoted_.insert(q.name).second) return;
+  fast_demote_out_.push_back(q.name);
+  fast_demote([&](const FastHeld& h) { return h.request.name == q.name; });
+}
+
+void Coordinator::fast_pause() {
+  if (!board_) return;
+  fast_paused_ = true;
+  fast_demote([](const FastHeld&) { return true; });
+}
+
+void Coordinator::fast_after_list(const ResponseList& list) {
+  if (!board_) return;
+  if (list.join_done) fast_paused_ = false;
+  if (list.fast_pause) fast_pause();
+  if (list.fast_demote.empty()) return;
+  for (const std::string& n : list.fast_demote) fast_demoted_.insert(n);
+  fast_demote([&](const FastHeld& h) { return fast_demoted_.count(h.request.name) != 0; });
+}
+
+Status Coordinator::fast_publish() {
+  if (fast_ids_lists_ != lists_started_) {
+    // Lists ran since the ids were looked up (a cache entry may have changed signature):
+    // look again, and send what is no longer cached to rank 0.
+    fast_demote([&](FastHeld& h) {
+      auto id = cache_.find(h.request);
+      if (id) h.id = *id;
+      return !id.has_value();
+    });
+    fast_ids_lists_ = lists_started_;
+  }
+  fast_ids_.clear();
+  for (const FastHeld& h : fast_) fast_ids_.push_back(h.id);
+  board_->publish(lists_started_, fast_ids_);
+  fast_dirty_ = false;
+  fast_published_lists_ = lists_started_;
+  round_opened_ = Clock::now();
+  fast_rounds_.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+Status Coordinator::fast_step(bool* activity, bool offer) {
+  if (!board_) return Status::ok();
+  if (board_->open()) {
+    KOLO_RETURN_IF_ERROR(fast_resolve(activity));
+    if (!board_ || board_->open()) return Status::ok();
+  }
+  if (!offer) return Status::ok();
+  if (!fast_.empty() && Clock::now() - last_age_scan_ > std::chrono::milliseconds(10)) {
+    // Held too long (a peer never submits it): rank 0's table and stall inspector take over.
+    const auto now = last_age_scan_ = Clock::now();
+    fast_demote([&](const FastHeld& h) { return now - h.since > fast_max_hold_; });
+  }
+  const bool changed = fast_dirty_ || (!fast_.empty() && fast_published_lists_ != lists_started_);
+  if (!board_->peer_ahead() && !changed) return Status::ok();
+  *activity = true;
+  KOLO_RETURN_IF_ERROR(fast_publish());
+  return fast_resolve(activity);
+}
+
+Status Coordinator::fast_resolve(bool* activity) {
+  bool valid = false;
+  int late = -1;
+  if (!board_->try_resolve(&valid, &fast_agreed_, &late)) {
+    *activity = true;  // keep polling: a peer answers within its next pass
+    int who = -1;
+    if (board_->peer_left(&who)) {
+      // A peer's coordinator stopped (a shutdown list is on its way, or it failed): no
+      // round resolves any more. What this rank holds goes to rank 0, which decides.
+      KOLO_LOG(LogLevel::kDebug, "fast path: rank " << who << " left; closing the board");
+      board_.reset();
+      fast_demote([](const FastHeld&) { return true; });
+      return Status::ok();
+    }
+    const auto waited = Clock::now() - round_opened_;
+    if (waited > std::chrono::duration<double>(config_.peer_timeout_seconds))
+      return Status::timeout("fast path: local rank " + std::to_string(late) + " did not answer round " +
+                             std::to_string(board_->round()) + " of the shared-memory board within " +
+                             std::to_string(config_.peer_timeout_seconds) + " s (KOLO_PEER_TIMEOUT_SECONDS)");
+    return Status::ok();
+  }
+  *activity = true;
+  if (!valid || fast_agreed_.empty()) return Status::ok();
+  return fast_execute(fast_agreed_);
+}
+
+Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
+  // Every rank runs the agreed ids in ascending order, fused by the same plan: one order
+  // on every rank, decided by the ids alone.
+  fast_run_.clear();
+  size_t kept = 0;
+  for (size_t i = 0; i < fast_.size(); ++i) {
+    if (std::binary_search(agreed.begin(), agreed.end(), fast_[i].id)) {
+      fast_run_.push_back(std::move(fast_[i]));
+    } else {
+      if (kept != i) fast_[kept] = std::move(fast_[i]);
+      ++kept;
+    }
+  }
+  fast_.resize(kept);
+  if (fast_run_.size() != agreed.size())
+    return Status::internal("fast path: the board agreed on " + std::to_string(agreed.size()) +
+                            " tensors but this rank holds " + std::to_string(fast_run_.size()) + " of them");
+  std::sort(fast_run_.begin(), fast_run_.end(), [](const FastHeld& a, const FastHeld& b) { return a.id < b.id; });
+  FusionPlanner planner(fusion_threshold_);
+  Response one;
+  for (const FastHeld& h : fast_run_) {
+    allreduce_response(h.request, &one);
+    planner.add(one);
+  }
+  uint64_t bytes = 0;
+  for (const Response& r : planner.take()) {
+    execute_one(r, take(r));
+    fast_collectives_.fetch_add(1, std::memory_order_relaxed);
+    bytes += response_bytes(r);
+  }
+  // Rank 0's autotuner scores rounds as it scores lists; new settings travel on a list.
+  if (tuner_) tune_record(bytes);
+  return Status::ok();
+}
+
+Status Coordinator::fast_answer_board() {
+  if (!board_) return Status::ok();
+  if (!board_->open()) {
+    if (!board_->peer_ahead()) return Status::ok();
+    // This rank is inside a list: it offers nothing, so the round agrees on nothing (and its
+    // list count tells the others to catch up first).
+    board_->publish(lists_started_, {});
+    round_opened_ = Clock::now();
+    fast_published_lists_ = ~uint64_t{0};
+  }
+  bool activity = false;
+  return fast_resolve(&activity);
+}
+
+}  // namespace kolo

@@ -1,0 +1,115 @@
+// The fast path (docs/runtime.md, "The fast path"): on one host, tensors negotiated once are
+// agreed on through a shared-memory board instead of rank 0. What must hold whichever way a
+// tensor goes: exact values, one order on every rank (ranks submitting in different orders
+// and at different times), every mismatch an error on every rank, no hang; and the board
+// must really carry the steady state (counted in runtime_stats()).
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "mpi_test_util.h"
+
+using namespace kolo;
+using namespace kolo::test;
+
+namespace {
+
+// Whether this job should use the board: one host, several ranks, not switched off.
+bool board_expected() {
+  const char* off = std::getenv("KOLO_FAST_PATH");
+  const char* hosts = std::getenv("KOLO_TEST_RANKS_PER_HOST");
+  return size() > 1 && local_size() == size() && !(off && std::string(off) == "0") &&
+         !(hosts && std::string(hosts) != "0");
+}
+
+// Rank r's element i of tensor t in step s: small integers, so float sums are exact.
+float value(int s, int t, int r, size_t i) { return static_cast<float>((s * 5 + t * 3 + r * 7 + static_cast<int>(i)) % 13) - 6; }
+
+float sum_of(int s, int t, size_t i) {
+  float acc = 0;
+  for (int r = 0; r < size(); ++r) acc += value(s, t, r, i);
+  return acc;
+}
+
+}  // namespace
+
+TEST_CASE("fast path: the same names every step, any order, any timing, exact values", "[fast-path]") {
+  const std::vector<size_t> counts = {1, 3, 1024, 70000, 5, 300000};
+  const int steps = 40;
+  std::vector<std::vector<float>> bufs(counts.size());
+  const auto before = runtime_stats();
+  std::mt19937 rng(1234u + static_cast<unsigned>(rank()));
+  for (int s = 0; s < steps; ++s) {
+    std::vector<size_t> order(counts.size());
+    for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+    std::shuffle(order.begin(), order.end(), rng);  // a different order on every rank
+    std::vector<Handle> hs(counts.size());
+    for (size_t t : order) {
+      bufs[t].resize(counts[t]);
+      for (size_t i = 0; i < counts[t]; ++i) bufs[t][i] = value(s, static_cast<int>(t), rank(), i);
+      if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+      hs[t] = allreduce_async(TensorView::of(bufs[t]), "fp.t" + std::to_string(t), {ReduceOp::kSum});
+    }
+    for (size_t t = 0; t < counts.size(); ++t) {
+      wait_ok(hs[t]);
+      size_t wrong = 0;
+      for (size_t i = 0; i < counts[t]; ++i) wrong += bufs[t][i] != sum_of(s, static_cast<int>(t), i);
+      INFO("step " << s << " tensor " << t);
+      REQUIRE(wrong == 0);
+    }
+  }
+  const auto after = runtime_stats();
+  const uint64_t fast = after.fast_collectives - before.fast_collectives;
+  if (board_expected()) {
+    // Step 0 negotiates through rank 0 (nothing is cached yet); afterwards the board carries
+    // nearly everything (a tensor held past its deadline may go through rank 0 once).
+    CHECK(fast >= static_cast<uint64_t>(steps - 1));
+    CHECK(after.fast_rounds > before.fast_rounds);
+  } else {
+    CHECK(fast == 0);
+  }
+}
+
+TEST_CASE("fast path: a shape changed on one rank after caching fails on every rank, then recovers",
+          "[fast-path]") {
+  const int odd = size() - 1;  // rank 0 too when size() == 1... the suite runs at np >= 2
+  for (int s = 0; s < 4; ++s) {
+    std::vector<float> buf(16, 1.0f);
+    wait_ok(allreduce_async(TensorView::of(buf), "fp.shape", {ReduceOp::kSum}));
+    CHECK(buf[15] == static_cast<float>(size()));
+  }
+  std::vector<float> buf(rank() == odd ? 17 : 16, 1.0f);
+  const std::string msg = wait_error(allreduce_async(TensorView::of(buf), "fp.shape", {ReduceOp::kSum}), 30);
+  CHECK_THAT(msg, Catch::Contains("fp.shape"));
+  CHECK_THAT(msg, Catch::Contains("[16]"));
+  CHECK_THAT(msg, Catch::Contains("[17]"));
+  // The same name, agreed again, works on every rank: first through rank 0, then the board.
+  for (int s = 0; s < 4; ++s) {
+    std::vector<float> again(16, 2.0f);
+    wait_ok(allreduce_async(TensorView::of(again), "fp.shape", {ReduceOp::kSum}));
+    CHECK(again[0] == 2.0f * static_cast<float>(size()));
+  }
+  // The same with rank 0 as the odd one: its own request is what reaches the table.
+  std::vector<float> zero(rank() == 0 ? 15 : 16, 1.0f);
+  const std::string msg0 = wait_error(allreduce_async(TensorView::of(zero), "fp.shape", {ReduceOp::kSum}), 30);
+  CHECK_THAT(msg0, Catch::Contains("fp.shape"));
+  std::vector<float> last(16, 3.0f);
+  wait_ok(allreduce_async(TensorView::of(last), "fp.shape", {ReduceOp::kSum}));
+  CHECK(last[7] == 3.0f * static_cast<float>(size()));
+}
+
+TEST_CASE("fast path: a rank later than the hold deadline still gets exact values", "[fast-path]") {
+  // The suite runs with KOLO_STALL_CHECK_TIME_SECONDS=1: a tensor held on the board for
+  // 0.5 s goes to rank 0; the late rank's copy follows it there.
+  for (int s = 0; s < 3; ++s) {
+    std::vector<float> buf(100);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = value(s, 9, rank(), i);
+    if (s == 1 && rank() == size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    wait_ok(allreduce_async(TensorView::of(buf), "fp.late", {ReduceOp::kSum}));
+    size_t wrong = 0;
+    for (size_t i = 0; i < buf.size(); ++i) wrong += buf[i] != sum_of(s, 9, i);
+    REQUIRE(wrong == 0);
+  }
+}
