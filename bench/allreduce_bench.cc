@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "floor.h"
 #include "kolo/kolo.h"
 #include "workloads.h"
 
@@ -37,6 +38,7 @@ struct Options {
 struct Row {
   size_t bytes = 0, count = 0;
   Stats kolo, mpi;
+  double copy_us = 0;  // the floor's copy term (bench/floor.h)
   size_t kolo_wrong = 0, mpi_wrong = 0;
 };
 
@@ -198,25 +200,29 @@ std::vector<Row> sweep(const Options& o) {
       c.run_mpi();
       row.mpi_wrong = c.wrong(false);
     }
+    row.copy_us = kolo::bench::copy_us(row.bytes);
     rows.push_back(row);
     if (o.factor <= 1) break;
   }
   return rows;
 }
 
-void print_sweep(const Options& o, const std::vector<Row>& rows) {
+void print_sweep(const Options& o, const std::vector<Row>& rows, const kolo::bench::Floor& fl) {
   const int n = kolo::size();
   std::printf("# kolo-bench-allreduce: op %s, dtype %s, reduce %s, %d ranks (times are medians)\n", o.op.c_str(),
               o.dtype.c_str(), o.reduce.c_str(), n);
-  std::printf("#%12s %12s | %11s %8s %8s %7s | %11s %8s %8s %7s | %9s\n", "size(B)", "count", "kolo(us)",
-              "algbw", "busbw", "#wrong", "mpi(us)", "algbw", "busbw", "#wrong", "kolo/mpi");
+  std::printf("# floor(us) = max(a cache line one way between two cores: %.3f us (ping-pong, median), one "
+              "warm copy of the buffer by every rank at once)\n",
+              fl.one_way_us);
+  std::printf("#%12s %12s | %11s %8s %8s %7s | %11s %8s %8s %7s | %9s | %9s\n", "size(B)", "count", "kolo(us)",
+              "algbw", "busbw", "#wrong", "mpi(us)", "algbw", "busbw", "#wrong", "kolo/mpi", "floor(us)");
   const double mult = o.op == "allgather" ? n : 1.0;
   for (const Row& r : rows) {
     auto bw = [&](double ms) { return ms > 0 ? r.bytes * mult / (ms * 1e-3) / 1e9 : 0.0; };
-    std::printf(" %12zu %12zu | %11.1f %8.3f %8.3f %7zu | %11.1f %8.3f %8.3f %7zu | %9.2f\n", r.bytes, r.count,
+    std::printf(" %12zu %12zu | %11.1f %8.3f %8.3f %7zu | %11.1f %8.3f %8.3f %7zu | %9.2f | %9.2f\n", r.bytes, r.count,
                 r.kolo.median_ms * 1e3, bw(r.kolo.median_ms), bw(r.kolo.median_ms) * bus_factor(o.op, n),
                 r.kolo_wrong, r.mpi.median_ms * 1e3, bw(r.mpi.median_ms), bw(r.mpi.median_ms) * bus_factor(o.op, n),
-                r.mpi_wrong, r.mpi.median_ms > 0 ? r.kolo.median_ms / r.mpi.median_ms : 0.0);
+                r.mpi_wrong, r.mpi.median_ms > 0 ? r.kolo.median_ms / r.mpi.median_ms : 0.0, std::max(fl.one_way_us, r.copy_us));
   }
 }
 
@@ -255,9 +261,10 @@ int main(int argc, char** argv) {
   if (!o.workload.empty()) {
     rc = run_workload_mode(o.workload, o.warmup, o.iters, kDTypes.at(o.dtype));
   } else {
+    const auto floor = kolo::bench::measure_floor();
     auto rows = sweep(o);
     if (kolo::rank() == 0) {
-      print_sweep(o, rows);
+      print_sweep(o, rows, floor);
       if (!o.csv.empty()) {
         std::ofstream f(o.csv);
         f << "op,dtype,reduce,ranks,bytes,count,kolo_us,mpi_us,kolo_wrong,mpi_wrong,ratio\n";

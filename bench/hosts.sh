@@ -3,6 +3,8 @@
 # hierarchical allreduce buys when the link is the bottleneck. Root only.
 #
 #   bench/hosts.sh [BUILD_DIR]          RATE=500mbit HOSTS=2 PER_HOST=2 ITERS=3 bench/hosts.sh build
+#   MODES="auto mpi" (KOLO_CPU_OPERATIONS values to run), SWEEP=1 (0: the step only),
+#   MPIRUN_ARGS="--mca NAME VALUE ..." (extra mpirun arguments, e.g. Open MPI TCP tuning)
 #
 # 1. Set-up and tear-down time of the simulated hosts (CI's cost), 5 cycles each of 2 and 3 hosts.
 # 2. HOSTS x PER_HOST ranks, every host's link shaped to RATE (tc; both directions):
@@ -22,6 +24,8 @@ tools=$here/../tools/hosts
 bench=$build/bench/kolo-bench-allreduce
 [ -x "$bench" ] || { echo "hosts.sh: $bench not built" >&2; exit 1; }
 rate=${RATE:-500mbit} hosts=${HOSTS:-2} per_host=${PER_HOST:-2} iters=${ITERS:-3}
+modes=${MODES:-auto mpi} sweep=${SWEEP:-1}
+read -r -a extra <<<"${MPIRUN_ARGS:-}"
 why=$("$tools/kolo-hosts" check) || { echo "hosts.sh: cannot make simulated hosts: $why" >&2; exit 1; }
 "$tools/kolo-hosts" cleanup
 echo "hosts.sh: load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
@@ -58,7 +62,7 @@ launch() {  # KOLO_CPU_OPERATIONS args...
   "$tools/kolo-hosts" exec -s "$s" "$s-h1" env KOLO_CPU_OPERATIONS="$ops" \
     KOLO_PEER_TIMEOUT_SECONDS="${KOLO_PEER_TIMEOUT_SECONDS:-120}" mpirun "${root[@]}" --oversubscribe \
     -np $((hosts * per_host)) -H "$list" --mca plm_rsh_agent "$tools/kolo-hosts-agent" --mca plm_rsh_no_tree_spawn 1 \
-    -x KOLO_CPU_OPERATIONS -x KOLO_PEER_TIMEOUT_SECONDS "$bench" "$@"
+    -x KOLO_CPU_OPERATIONS -x KOLO_PEER_TIMEOUT_SECONDS "${extra[@]}" "$bench" "$@"
 }
 bits=$(awk -v r="${rate,,}" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
   else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
@@ -72,14 +76,15 @@ probe=$!
 "$tools/kolo-hosts" exec -s "$s" "$s-h1" /usr/bin/python3 "$here/link_probe.py" send "$s-h2" 9555 "$bytes" ||
   echo "link probe failed"
 wait "$probe" || true
-for ops in auto mpi; do
+for ops in $modes; do
   echo "== ResNet-50 gradient step, $hosts hosts x $per_host ranks, KOLO_CPU_OPERATIONS=$ops" \
        "($([ "$ops" = auto ] && echo "hierarchical" || echo "hierarchy off: flat MPI executor"))"
   launch "$ops" --workload resnet50 --warmup 1 --iters "$iters" 2>&1 | grep -E "^#|^  " |
     awk -v b="$bound_ms" '{ print } /kolo, every tensor named and async/ {
       for (i = 1; i <= NF; ++i) if ($i == "median") m = $(i + 1); printf "  -> kolo median / link bound: %.2fx\n", m / b }'
 done
-for ops in auto mpi; do
+for ops in $modes; do
+  [ "$sweep" = 1 ] || break
   echo "== size sweep, $hosts hosts x $per_host ranks, KOLO_CPU_OPERATIONS=$ops (kolo beside MPI_Allreduce)"
   launch "$ops" --min-bytes 64K --max-bytes 16M --factor 4 --warmup 2 --iters 5 2>&1 | grep -vE "^\s*$"
 done

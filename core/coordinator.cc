@@ -216,8 +216,8 @@ void Coordinator::loop() {
       // board) for a moment before giving the core away: a small collective's whole life
       // on one host is a few microseconds.
       const auto until = Clock::now() + kPollBurst;
-      while (!queue_.maybe_work() && !(board_ && board_->peer_ahead()) && Clock::now() < until) cpu_relax();
-      if (!queue_.maybe_work()) std::this_thread::yield();
+      while (!queue_.maybe_work() && !(board_ && board_->needs_attention()) && Clock::now() < until) cpu_relax();
+      if (!queue_.maybe_work() && !(board_ && board_->needs_attention())) std::this_thread::yield();
     } else {
       const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
       auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),
@@ -461,7 +461,12 @@ void Coordinator::root_drain_acks() {
   std::vector<bool> acked(topo_.size, false);
   int missing = topo_.size - 1;
   const auto deadline = Clock::now() + kShutdownBound;
+  Liveness* liveness = backend_.liveness();
   while (missing > 0 && Clock::now() < deadline) {
+    // A peer that died before acknowledging never will; the verdict also keeps finalize()
+    // from waiting for it in MPI_Finalize (a rank that shut down first may never have
+    // looked at its peers since the death: the KVStore's waits, for one, judge on their own).
+    if (liveness != nullptr && !liveness->check("waiting for the peers' shutdown acknowledgements").is_ok()) break;
     int source = -1;
     bool got = false;
     std::vector<uint8_t> bytes;

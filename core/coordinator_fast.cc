@@ -143,7 +143,8 @@ Status Coordinator::fast_resolve(bool* activity) {
   bool valid = false;
   int late = -1;
   if (!board_->try_resolve(&valid, &fast_agreed_, &late)) {
-    *activity = true;  // keep polling: a peer answers within its next pass
+    // Not activity: the loop backs off as in any wait for peers (poll, yield, sleep), so a
+    // rank waiting here never keeps a descheduled peer off the core it needs to answer.
     int who = -1;
     if (board_->peer_left(&who)) {
       // A peer's coordinator stopped (a shutdown list is on its way, or it failed): no
@@ -191,6 +192,10 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
   }
   uint64_t bytes = 0;
   for (const Response& r : planner.take()) {
+    // Rank 0's timeline: the phase execute_one closes (rank 0's table opens NEGOTIATE and
+    // QUEUE for what it negotiates; the board's tensors were agreed on in a round).
+    if (timeline_)
+      for (const std::string& n : r.names) timeline_->begin(n, "BOARD");
     execute_one(r, take(r));
     fast_collectives_.fetch_add(1, std::memory_order_relaxed);
     bytes += response_bytes(r);

@@ -60,6 +60,12 @@ bool FastBoard::peer_ahead() const {
   return false;
 }
 
+bool FastBoard::all_published() const {
+  for (int r = 0; r < size_; ++r)
+    if (line(r)->round.load(std::memory_order_acquire) < round_) return false;
+  return true;
+}
+
 void FastBoard::publish(uint64_t lists, std::span<const uint32_t> ids) {
   const uint64_t next = round_ + 1;
   uint64_t* b = bits(rank_, next);

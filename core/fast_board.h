@@ -40,6 +40,9 @@ class FastBoard {
   bool open() const { return open_; }
   // REQUIRES: !open(). Some peer has published the next round: this rank must join it.
   bool peer_ahead() const;
+  // Whether a pass has something to do on the board: the open round can be resolved, or
+  // (none open) a peer has opened one. Cheap (one load per rank); for the idle loop.
+  bool needs_attention() const { return open_ ? all_published() : peer_ahead(); }
   // REQUIRES: !open(). Publishes this rank's record for round() + 1. `ids` are the pending
   // response-cache ids (each below capacity; larger ones are left out).
   void publish(uint64_t lists, std::span<const uint32_t> ids);
@@ -56,6 +59,7 @@ class FastBoard {
  private:
   struct Line;
   Line* line(int r) const;
+  bool all_published() const;  // every rank has published round()
   uint64_t* bits(int r, uint64_t round) const;
 
   std::byte* base_;

@@ -145,6 +145,8 @@ Status Transport::flush(const char* during) {
 }
 
 Status Transport::poll(int tag, Header* h, int* source, bool* got) {
+  // Once a peer is dead nothing is served or answered any more (the verdict is sticky).
+  if (peer_dead()) return dead_error(liveness_->dead());
   int flag = 0;
   MPI_Status st;
   KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm_, &flag, &st), "MPI_Iprobe"));
@@ -177,14 +179,15 @@ Status Transport::wait(MPI_Request* req, const char* during) {
   }
 }
 
+Status Transport::dead_error(const Status& s) const {
+  // Say which role the dead rank had: the roles of every rank, in the same words everywhere.
+  return Status::aborted(s.message() + " [KVStore: workers are ranks 0.." + std::to_string(roles_.workers - 1) +
+                         ", servers ranks " + std::to_string(roles_.workers) + ".." +
+                         std::to_string(roles_.workers + roles_.servers - 1) + "]");
+}
+
 Status Transport::idle(int idle_polls, const char* during) {
-  if (Status s = liveness_->check(during); !s.is_ok()) {
-    // Say which role the dead rank had: the roles of every rank, in the same words everywhere.
-    const Roles& r = roles_;
-    return Status::aborted(s.message() + " [KVStore: workers are ranks 0.." + std::to_string(r.workers - 1) +
-                           ", servers ranks " + std::to_string(r.workers) + ".." +
-                           std::to_string(r.workers + r.servers - 1) + "]");
-  }
+  if (Status s = liveness_->check(during); !s.is_ok()) return dead_error(s);
   // Spin briefly (a reply is often microseconds away), then yield, then sleep: on a machine
   // with more ranks than cores a spinning waiter takes the CPU from the rank it waits for.
   if (idle_polls < 32) return Status::ok();

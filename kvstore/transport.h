@@ -69,7 +69,8 @@ class Transport {
   Status progress(size_t* pending);
   // Waits for all sends in flight.
   Status flush(const char* during);
-  // A header waiting on `tag` from anyone, if one has arrived.
+  // A header waiting on `tag` from anyone, if one has arrived; the dead-peer error once a
+  // peer is known dead.
   Status poll(int tag, Header* h, int* source, bool* got);
   // Receives the payload announced by a header from `source` into `buf`.
   Status receive_payload(int source, int tag, void* buf, int64_t bytes, const char* during);
@@ -82,6 +83,7 @@ class Transport {
 
  private:
   Transport() = default;
+  Status dead_error(const Status& dead) const;  // the verdict, with the store's roles
   struct InFlight {
     MPI_Request request;
     std::unique_ptr<Header> header;  // the header's bytes must outlive the send
