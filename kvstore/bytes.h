@@ -57,7 +57,7 @@ class ByteReader {
       return {};
     }
     std::vector<float> v(n);
-    std::memcpy(v.data(), p_ - n * sizeof(float), n * sizeof(float));
+    if (n > 0) std::memcpy(v.data(), p_ - n * sizeof(float), n * sizeof(float));  // an empty vector's data() may be null
     return v;
   }
   bool ok() const { return ok_; }
