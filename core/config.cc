@@ -33,7 +33,7 @@ const std::set<std::string>& known_names() {
       "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
       "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
-      "KOLO_FAST_PATH"};
+      "KOLO_FAST_PATH",                "KOLO_WAIT_HELPS"};
   return names;
 }
 
@@ -157,6 +157,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   if (auto v = lookup("KOLO_FAST_PATH")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_FAST_PATH", *v, "0 or 1");
     c.fast_path = *v == "1";
+  }
+  if (auto v = lookup("KOLO_WAIT_HELPS")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_WAIT_HELPS", *v, "0 or 1");
+    c.wait_helps = *v == "1";
   }
   if (auto v = lookup("KOLO_VERBOSE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_VERBOSE", *v, "0 or 1");

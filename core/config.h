@@ -67,6 +67,9 @@ struct Config {
   // Ranks of one host agree on tensors negotiated before through shared memory, without
   // rank 0 (core/fast_board.h; needs the shm executor, one host and the response cache).
   bool fast_path = true;                 // KOLO_FAST_PATH
+  // With the fast path on, a thread waiting on a handle runs the coordinator's passes itself
+  // instead of sleeping until the coordinator thread wakes it (core/wait_help.h).
+  bool wait_helps = true;                // KOLO_WAIT_HELPS
   bool autotune = false;                 // KOLO_AUTOTUNE
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
   int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried

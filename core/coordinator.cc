@@ -11,6 +11,7 @@
 #include "core/join.h"
 #include "core/liveness.h"
 #include "core/logging.h"
+#include "core/wait_help.h"
 #include "ops/cpu_reduce.h"
 
 namespace kolo {
@@ -27,6 +28,10 @@ constexpr auto kMinSleep = microseconds(20);
 // Within the spin window, how long one pass watches the queue and the board before it
 // yields the core.
 constexpr auto kPollBurst = microseconds(2);
+// While a waiting thread runs the passes (core/wait_help.h), the loop sleeps this long at a
+// time unless woken: the longest a push made right after a helper left, with no helper
+// since, waits for the loop.
+constexpr auto kHelperNap = std::chrono::milliseconds(1);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -38,6 +43,10 @@ inline void cpu_relax() {
 constexpr auto kSingleRankSleep = std::chrono::milliseconds(50);
 // Bound on every wait during shutdown.
 constexpr auto kShutdownBound = std::chrono::seconds(10);
+
+int64_t steady_ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 }  // namespace
 
@@ -56,6 +65,7 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
   if (config.fast_path && topo_.size > 1 && config.cache_capacity > 0)
     if (void* memory = backend_.fast_board_memory())
       board_ = std::make_unique<FastBoard>(memory, topo_.local_rank, topo_.size, config.cache_capacity);
+  helps_ = board_ != nullptr && config.wait_helps;
   // A tensor held on the board longer than this goes to rank 0, whose stall inspector
   // then reports the ranks that never submitted it.
   double hold_s = 1.0;
@@ -137,7 +147,9 @@ Coordinator::~Coordinator() { join(); }
 void Coordinator::start() {
   running_ = true;
   last_stall_check_ = Clock::now();
+  last_activity_ns_ = steady_ns(Clock::now());
   thread_ = std::thread([this] { loop(); });
+  if (helps_) detail::attach_wait_helper(this);
 }
 
 namespace {
@@ -153,6 +165,7 @@ void Coordinator::request_shutdown(const std::string& reason) {
   }
   shutdown_requested_ = true;
   queue_.notify();
+  if (helps_) wake_nap();
 }
 
 std::string Coordinator::take_reason() {
@@ -162,6 +175,7 @@ std::string Coordinator::take_reason() {
 
 void Coordinator::join() {
   if (thread_.joinable()) thread_.join();
+  if (helps_) detail::detach_wait_helper();
 }
 
 void Coordinator::stop(const Status& reason) {
@@ -170,54 +184,116 @@ void Coordinator::stop(const Status& reason) {
   running_ = false;
 }
 
-void Coordinator::loop() {
-  auto last_activity = Clock::now();
-  while (running_) {
-    if (int sig = g_pending_signal.load(); sig != 0 && !shutdown_requested_)
-      request_shutdown("rank " + std::to_string(topo_.rank) + " received signal " + std::to_string(sig) + " (" +
-                       strsignal(sig) + ")");
-    bool activity = false;
-    const auto cycle_start = Clock::now();
-    const int64_t exec_before =
-        execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
-    Status s = topo_.rank == 0 ? root_cycle(&activity) : worker_cycle(&activity);
-    if (!s.is_ok()) {
-      // A transport error may be a dead peer's doing: if so, say that instead.
-      if (Status d = peer_check(true, "the coordinator handled a transport error"); !d.is_ok()) s = d;
-      KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
-      stop(s);
-      break;
-    }
-    if (!running_) break;
-    if (Status d = peer_check(false, topo_.rank == 0 ? "waiting for requests" : "waiting for rank 0's next list");
-        !d.is_ok()) {
-      stop(shutdown_instead(d));
-      break;
-    }
+bool Coordinator::pass(bool* activity) {
+  if (int sig = g_pending_signal.load(); sig != 0 && !shutdown_requested_)
+    request_shutdown("rank " + std::to_string(topo_.rank) + " received signal " + std::to_string(sig) + " (" +
+                     strsignal(sig) + ")");
+  const auto cycle_start = Clock::now();
+  const int64_t exec_before =
+      execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
+  Status s = topo_.rank == 0 ? root_cycle(activity) : worker_cycle(activity);
+  if (!s.is_ok()) {
+    // A transport error may be a dead peer's doing: if so, say that instead.
+    if (Status d = peer_check(true, "the coordinator handled a transport error"); !d.is_ok()) s = d;
+    KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
+    stop(s);
+    return false;
+  }
+  if (!running_) return false;
+  if (Status d = peer_check(false, topo_.rank == 0 ? "waiting for requests" : "waiting for rank 0's next list");
+      !d.is_ok()) {
+    stop(shutdown_instead(d));
+    return false;
+  }
+  if (*activity) {
     const auto now = Clock::now();
-    if (activity) {
-      active_cycles_.fetch_add(1, std::memory_order_relaxed);
-      // Time of this pass outside the executors (each counter only grows, so a reader
-      // between two passes never sees execution ahead of coordination).
-      const int64_t cycle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - cycle_start).count();
-      const int64_t exec_after =
-          execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
-      coordination_ns_.fetch_add(cycle_ns - (exec_after - exec_before), std::memory_order_relaxed);
-      last_activity = now;
+    active_cycles_.fetch_add(1, std::memory_order_relaxed);
+    // Time of this pass outside the executors (each counter only grows, so a reader
+    // between two passes never sees execution ahead of coordination).
+    const int64_t cycle_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - cycle_start).count();
+    const int64_t exec_after =
+        execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
+    coordination_ns_.fetch_add(cycle_ns - (exec_after - exec_before), std::memory_order_relaxed);
+    last_activity_ns_.store(steady_ns(now), std::memory_order_relaxed);
+  }
+  return true;
+}
+
+// Watches the two signals that cost no syscall (this rank's queue, a peer's round on the
+// board) and `done` for a moment, then gives the core away.
+template <typename Done>
+void Coordinator::poll_then_yield(Done done) {
+  const auto until = Clock::now() + kPollBurst;
+  const auto quiet = [&] { return !queue_.maybe_work() && !(board_ && board_->needs_attention()) && !done(); };
+  while (quiet() && Clock::now() < until) cpu_relax();
+  if (quiet()) std::this_thread::yield();
+}
+
+void Coordinator::help(const std::atomic<bool>& done) {
+  if (!helps_) return;
+  helpers_.fetch_add(1);
+  auto last = Clock::now();
+  while (!done.load(std::memory_order_acquire) && running_.load()) {
+    std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      // The loop (or another waiter) is inside a pass; the loop naps once it sees us. A long
+      // pass (a large collective) is not ours to wait out spinning: sleep on the handle.
+      if (Clock::now() - last > kSpinWindow) break;
+      std::this_thread::yield();
       continue;
     }
-    const auto idle = now - last_activity;
+    bool activity = false;
+    const bool on = pass(&activity);
+    lock.unlock();
+    if (!on) break;
+    const auto now = Clock::now();
+    if (activity) {
+      last = now;
+      continue;
+    }
+    if (now - last > kSpinWindow) break;
+    poll_then_yield([&] { return done.load(std::memory_order_relaxed); });
+  }
+  helpers_.fetch_sub(1);
+  // Work left behind (this handle, or others this rank submitted) is the loop's again: end
+  // its nap now rather than at kHelperNap.
+  if (!done.load(std::memory_order_acquire) || queue_.has_pending()) wake_nap();
+}
+
+void Coordinator::wake_nap() {
+  {
+    std::lock_guard<std::mutex> lock(nap_mu_);
+    nap_wake_ = true;
+  }
+  nap_cv_.notify_one();
+}
+
+void Coordinator::loop() {
+  while (running_) {
+    if (helpers_.load() > 0) {
+      // A waiting thread runs the passes (core/wait_help.h): keep off the cores.
+      // Napping, not polling: a thread that wakes often preempts the helper it makes room
+      // for (a 20 us nap put a 35-40 us tail on every tenth 4 KB allreduce). A helper that
+      // leaves work behind wakes the nap (help()).
+      std::unique_lock<std::mutex> nap(nap_mu_);
+      nap_cv_.wait_for(nap, kHelperNap, [&] { return nap_wake_; });
+      nap_wake_ = false;
+      continue;
+    }
+    std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) continue;  // a helper is inside a pass: it counted itself in first
+    bool activity = false;
+    if (!pass(&activity)) break;
+    lock.unlock();
+    if (activity) continue;
+    const auto idle = Clock::now() - Clock::time_point(std::chrono::nanoseconds(last_activity_ns_.load()));
     if (topo_.size == 1) {
       // No peer can send anything: only this rank's own requests (which wake the queue) or a
       // shutdown (which notifies it) give work, so there is nothing to spin or poll for.
       queue_.wait_for_work(kSingleRankSleep);
     } else if (idle < kSpinWindow) {
-      // Watch the two signals that cost no syscall (this rank's queue, a peer's round on the
-      // board) for a moment before giving the core away: a small collective's whole life
-      // on one host is a few microseconds.
-      const auto until = Clock::now() + kPollBurst;
-      while (!queue_.maybe_work() && !(board_ && board_->needs_attention()) && Clock::now() < until) cpu_relax();
-      if (!queue_.maybe_work() && !(board_ && board_->needs_attention())) std::this_thread::yield();
+      // A small collective's whole life on one host is a few microseconds.
+      poll_then_yield([] { return false; });
     } else {
       const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
       auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),

@@ -11,9 +11,13 @@
 // Dead peers: every wait consults the backend's Liveness (core/liveness.h); once a peer is
 // dead, the coordinator stops and every pending and later handle fails with that error.
 // Thread safety: start/request_shutdown/join from user threads; the loop runs on its own.
+// Every pass of the loop holds the engine lock; a thread waiting on a handle may run passes
+// itself under that lock (help(), core/wait_help.h), so the state below marked "coordinator
+// thread only" belongs to whichever thread holds the engine lock.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -51,9 +55,19 @@ class Coordinator {
   void join();
   bool running() const { return running_.load(); }
   RuntimeStats stats() const;
+  // Runs passes on the calling thread until `done`, the coordinator stops, or nothing
+  // happens for the spin window; returns at once where waiters may not help (several
+  // hosts, no fast path, KOLO_WAIT_HELPS=0). Any thread; see core/wait_help.h.
+  void help(const std::atomic<bool>& done);
 
  private:
   void loop();
+  // One pass (REQUIRES: engine_mu_ held): a cycle, the dead-peer check, the statistics.
+  // Sets *activity when anything happened; false once the coordinator has stopped.
+  bool pass(bool* activity);
+  // The idle loop's short wait: polls the queue, the board and `done` (~2 µs), then yields.
+  template <typename Done>
+  void poll_then_yield(Done done);
   // One pass; sets *activity when anything happened. An error is fatal for the runtime.
   Status root_cycle(bool* activity);
   Status worker_cycle(bool* activity);
@@ -178,10 +192,21 @@ class Coordinator {
   std::vector<FastHeld> fast_run_;                      // scratch: a round's tensors
   std::atomic<uint64_t> fast_collectives_{0}, fast_rounds_{0};
 
+
   // Written by the coordinator thread, read by stats() from any thread.
   std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};
   std::atomic<uint64_t> peer_requests_cached_{0}, peer_requests_full_{0};
   std::atomic<int64_t> coordination_ns_{0}, execution_ns_{0}, rendezvous_ns_{0};
+
+  // Waiters helping (core/wait_help.h).
+  bool helps_ = false;               // constant after construction
+  std::mutex engine_mu_;             // held for every pass, by the loop or a helper
+  std::atomic<int> helpers_{0};      // threads inside help(): the loop naps meanwhile
+  std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
+  std::mutex nap_mu_;                // the loop's nap while helpers run
+  std::condition_variable nap_cv_;
+  bool nap_wake_ = false;            // guarded by nap_mu_
+  void wake_nap();
 
   std::atomic<bool> shutdown_requested_{false};
   std::mutex reason_mu_;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/handle_state.h"
+#include "core/wait_help.h"
 
 namespace kolo {
 namespace detail {
@@ -33,6 +34,7 @@ void HandleState::complete(Status s) {
     if (done) return;
     status = std::move(s);
     done = true;
+    finished.store(true, std::memory_order_release);
   }
   cv.notify_all();
   if (!group) return;
@@ -73,6 +75,7 @@ std::shared_ptr<HandleState> make_group_state(const std::string& name, OpKind ki
 }
 
 void HandleState::wait() {
+  help_wait(finished);
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return done; });
 }

@@ -6,6 +6,7 @@
 // thread for errors found before queueing); everything else from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -25,7 +26,8 @@ struct HandleState {
 
   // Marks done with `s` and wakes waiters. Later calls are ignored.
   void complete(Status s);
-  // Blocks until done.
+  // Blocks until done. Where the runtime allows it, the waiting thread first does the
+  // coordinator's work itself (core/wait_help.h).
   void wait();
 
   const std::string name;
@@ -33,6 +35,7 @@ struct HandleState {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;         // guarded by mu
+  std::atomic<bool> finished{false};  // == done, set under mu, read without it
   bool observed = false;     // guarded by mu: someone looked at `status`
   Status status;             // written before done is set; read-only afterwards
   // Allgather, alltoall, reducescatter: this rank's result; alltoall: the rows received

@@ -127,6 +127,11 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
   return Status::ok();
 }
 
+bool TensorQueue::has_pending() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.in_use_count() > 0;
+}
+
 size_t TensorQueue::pending_in_set(int32_t process_set) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;

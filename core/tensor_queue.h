@@ -81,6 +81,8 @@ class TensorQueue {
   // Blocks until a request is queued, the queue is closed, or `timeout` passes.
   void wait_for_work(std::chrono::microseconds timeout);
   bool has_requests();
+  // Whether any collective this rank submitted has not completed yet.
+  bool has_pending();
   // Lock-free hint that work may have arrived since the last take_requests (the
   // coordinator's spin reads it without taking the mutex).
   bool maybe_work() const { return wake_hint_.load(std::memory_order_acquire); }
