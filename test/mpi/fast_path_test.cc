@@ -33,6 +33,12 @@ float sum_of(int s, int t, size_t i) {
   return acc;
 }
 
+// Whether waiting threads should run passes themselves (core/wait_help.h).
+bool helping_expected() {
+  const char* helps = std::getenv("KOLO_WAIT_HELPS");
+  return board_expected() && !(helps && std::string(helps) == "0");
+}
+
 }  // namespace
 
 TEST_CASE("fast path: the same names every step, any order, any timing, exact values", "[fast-path]") {
@@ -69,6 +75,48 @@ TEST_CASE("fast path: the same names every step, any order, any timing, exact va
     CHECK(after.fast_rounds > before.fast_rounds);
   } else {
     CHECK(fast == 0);
+  }
+  if (helping_expected()) CHECK(after.helped_passes > before.helped_passes);
+  else CHECK(after.helped_passes == before.helped_passes);
+}
+
+TEST_CASE("fast path: several threads wait at once, each on its own tensors, exact values", "[fast-path]") {
+  // Waiting threads take turns running the coordinator's passes (one at a time, under its
+  // engine lock); a pass run by one thread completes the others' handles too.
+  const int threads = 3, steps = 30;
+  std::vector<std::thread> pool;
+  std::vector<int> wrong(threads, 0);
+  for (int w = 0; w < threads; ++w) {
+    pool.emplace_back([&, w] {
+      std::mt19937 rng(77u + static_cast<unsigned>(rank() * threads + w));
+      const std::vector<size_t> counts = {1 + static_cast<size_t>(w), 2048, 40000};
+      std::vector<std::vector<float>> bufs(counts.size());
+      for (int s = 0; s < steps; ++s) {
+        std::vector<Handle> hs(counts.size());
+        for (size_t t = 0; t < counts.size(); ++t) {
+          const int id = w * 10 + static_cast<int>(t);
+          bufs[t].resize(counts[t]);
+          for (size_t i = 0; i < counts[t]; ++i) bufs[t][i] = value(s, id, rank(), i);
+          if (rng() % 6 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
+          hs[t] = allreduce_async(TensorView::of(bufs[t]), "fp.w" + std::to_string(id), {ReduceOp::kSum});
+        }
+        for (size_t t = counts.size(); t-- > 0;) {  // waits in another order than submitted
+          try {
+            synchronize(hs[t]);
+          } catch (const std::exception&) {
+            wrong[w] += 1 << 20;  // Catch2's macros are for the main thread only
+            continue;
+          }
+          const int id = w * 10 + static_cast<int>(t);
+          for (size_t i = 0; i < counts[t]; ++i) wrong[w] += bufs[t][i] != sum_of(s, id, i);
+        }
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  for (int w = 0; w < threads; ++w) {
+    INFO("thread " << w);
+    CHECK(wrong[w] == 0);
   }
 }
 
