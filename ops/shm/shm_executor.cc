@@ -115,16 +115,11 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
     x->sliced_ = std::make_unique<SlicedState>(cross, options.liveness);
     x->comms_.sliced = x->sliced_.get();
   }
-  // Every wait for a local peer checks the job's dead peers and keeps this rank's transfers
-  // between hosts moving (a peer on another host may be waiting for them).
-  Liveness* l = options.liveness;
-  SlicedState* sliced = x->sliced_.get();
-  if (l != nullptr || sliced != nullptr) {
-    x->group_->set_watch([l, sliced] {
-      if (sliced != nullptr) KOLO_RETURN_IF_ERROR(sliced->ring.poll());
-      return l != nullptr ? l->check("waiting for a peer in a shared-memory collective") : Status::ok();
-    });
-  }
+  if (Liveness* l = options.liveness)
+    x->group_->set_watch([l] { return l->check("waiting for a peer in a shared-memory collective"); });
+  // While it waits for a local peer, a rank keeps its transfers between hosts moving: a
+  // peer on another host may be waiting for them, and the link must not idle.
+  if (SlicedState* sliced = x->sliced_.get()) x->group_->set_idle([sliced] { return sliced->ring.poll(); });
   publish_arena(x->arena_.get(), why_none);
   *out = std::move(x);
   return Status::ok();

@@ -190,6 +190,8 @@ class ShmGroup {
 
   // Every wait for a peer also consults `watch` (PeerSync::set_watch): kolo's dead-peer check.
   void set_watch(std::function<Status()> watch) { sync_.set_watch(std::move(watch)); }
+  // ... and runs `idle` on every round of the wait (PeerSync::set_idle).
+  void set_idle(std::function<Status()> idle) { sync_.set_idle(std::move(idle)); }
 
   int local_rank() const { return opts_.local_rank; }
   int local_size() const { return opts_.local_size; }

@@ -5,8 +5,8 @@
 // first finish chunk c - kSlicedInFlight (wait for its ring, then gather_slices), then
 // reduce_slice chunk c into staging buffer c % kSlicedInFlight and start its ring; at the
 // end finish the chunks still in flight. While a rank waits for a local peer, the group's
-// watch keeps its rings moving (ShmExecutor sets it), so no rank's ring waits on a peer that
-// sits in a shared-memory wait.
+// idle hook keeps its rings moving (ShmExecutor sets it), so no rank's ring waits on a peer
+// that sits in a shared-memory wait, and its share of the link does not idle.
 #include <algorithm>
 
 #include "ops/cpu_reduce.h"
@@ -16,12 +16,15 @@
 namespace kolo::shm {
 namespace {
 
-// Elements per chunk: a quarter of the buffer, so that the host-local work of one chunk
-// overlaps the transfer of the others; at least 256 KiB per local rank (each chunk costs two
-// barriers and 2(P-1) message latencies) and at most a slot (what reduce_slice can stage).
+// Elements per chunk: the buffer in up to kSlicedInFlight equal chunks, so that the
+// host-local work of one chunk overlaps the transfer of the others, of at least 512 KiB per
+// local rank (each chunk costs two barriers and 2(P-1) messages between hosts, each a
+// rendezvous in Open MPI above its eager limit) and at most a slot (what reduce_slice can
+// stage).
 size_t chunk_elements(size_t total, size_t slot_elements, int local_size, size_t esize) {
-  const size_t least = std::max<size_t>(1, (size_t{256} << 10) * static_cast<size_t>(local_size) / esize);
-  return std::max<size_t>(1, std::min(slot_elements, std::max(least, (total + 3) / 4)));
+  const size_t least = std::max<size_t>(1, (size_t{512} << 10) * static_cast<size_t>(local_size) / esize);
+  const size_t pieces = std::clamp<size_t>(total / least, 1, kSlicedInFlight);
+  return std::max<size_t>(1, std::min(slot_elements, (total + pieces - 1) / pieces));
 }
 
 }  // namespace

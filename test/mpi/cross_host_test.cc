@@ -66,9 +66,9 @@ TEST_CASE("cross-host: counts below, at and just past the slice and segment boun
   std::vector<Case> cases;
   int i = 0;
   // Fewer elements than ranks (empty slices and segments), odd counts, and counts just
-  // around the 256 KiB-per-rank chunk floor of 2 and 3 local ranks.
-  for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{17}, size_t{1023}, size_t{131071},
-                   size_t{131072}, size_t{131073}, size_t{196609}, size_t{262147}}) {
+  // around the chunk floor (512 KiB per local rank) and its multiples.
+  for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{17}, size_t{1023}, size_t{262143},
+                   size_t{262144}, size_t{262145}, size_t{393217}, size_t{524291}, size_t{1048583}}) {
     const DType t = (i % 3 == 0) ? DType::kFloat32 : (i % 3 == 1 ? DType::kInt32 : DType::kFloat64);
     const ReduceOp op = all_reduce_ops()[static_cast<size_t>(i) % all_reduce_ops().size()];
     // One at a time (blocking), so each is its own response and not fused with the others.
