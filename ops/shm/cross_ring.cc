@@ -3,8 +3,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
-#include <climits>
 #include <string>
 
 #include "ops/cpu_reduce.h"
@@ -31,10 +31,6 @@ Status CrossRing::start(int slot, void* buf, size_t count, DType dtype, ReduceOp
   Op& o = ops_[slot];
   if (o.active) return Status::internal("cross-host ring: slot " + std::to_string(slot) + " is still in flight");
   const size_t esize = dtype_size(dtype);
-  if (detail::Slicing(count, size_, esize).len(0) * esize > static_cast<size_t>(INT_MAX)) {
-    return Status::invalid_argument("cross-host ring: a segment of " + std::to_string(count) + " elements over " +
-                                    std::to_string(size_) + " hosts exceeds MPI's int count");
-  }
   o = Op{};
   o.buf = static_cast<char*>(buf);
   o.count = count;
@@ -70,17 +66,33 @@ Status CrossRing::post(int slot) {
     recv_seg = mod(q - t);
     recv_to = o.buf + seg_lo(o, recv_seg) * esize;
   }
-  const auto bytes = [&](int s) { return static_cast<int>((seg_lo(o, s + 1) - seg_lo(o, s)) * esize); };
-  int rc = MPI_Irecv(recv_to, bytes(recv_seg), MPI_BYTE, prev, slot, comm_, &o.req[0]);
-  if (rc != MPI_SUCCESS) return ops::mpi_status(rc, "MPI_Irecv (cross-host ring)");
-  rc = MPI_Isend(o.buf + seg_lo(o, send_seg) * esize, bytes(send_seg), MPI_BYTE, next, slot, comm_, &o.req[1]);
-  return ops::mpi_status(rc, "MPI_Isend (cross-host ring)");
+  const auto bytes = [&](int s) { return (seg_lo(o, s + 1) - seg_lo(o, s)) * esize; };
+  // Both segments in messages of kMessageBytes (the last shorter); every rank cuts alike.
+  const auto parts = [](size_t b) { return std::max<size_t>(1, (b + kMessageBytes - 1) / kMessageBytes); };
+  o.reqs.clear();
+  const size_t rb = bytes(recv_seg), sb = bytes(send_seg);
+  for (size_t k = 0, n = parts(rb); k < n; ++k) {
+    const size_t at = k * kMessageBytes, len = std::min(kMessageBytes, rb - std::min(rb, at));
+    o.reqs.push_back(MPI_REQUEST_NULL);
+    const int rc = MPI_Irecv(recv_to + at, static_cast<int>(len), MPI_BYTE, prev, slot, comm_, &o.reqs.back());
+    if (rc != MPI_SUCCESS) return ops::mpi_status(rc, "MPI_Irecv (cross-host ring)");
+  }
+  const char* from = o.buf + seg_lo(o, send_seg) * esize;
+  for (size_t k = 0, n = parts(sb); k < n; ++k) {
+    const size_t at = k * kMessageBytes, len = std::min(kMessageBytes, sb - std::min(sb, at));
+    o.reqs.push_back(MPI_REQUEST_NULL);
+    const int rc = MPI_Isend(from + at, static_cast<int>(len), MPI_BYTE, next, slot, comm_, &o.reqs.back());
+    if (rc != MPI_SUCCESS) return ops::mpi_status(rc, "MPI_Isend (cross-host ring)");
+  }
+  return Status::ok();
 }
 
 Status CrossRing::advance(int slot, bool* progressed) {
   Op& o = ops_[slot];
   int done = 0;
-  KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Testall(2, o.req, &done, MPI_STATUSES_IGNORE), "MPI_Testall (cross-host ring)"));
+  KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Testall(static_cast<int>(o.reqs.size()), o.reqs.data(), &done,
+                                                   MPI_STATUSES_IGNORE),
+                                       "MPI_Testall (cross-host ring)"));
   if (!done) return Status::ok();
   *progressed = true;
   const int p = size_;

@@ -15,7 +15,7 @@
 // Results: P segments; each is combined once along the ring (a fixed order), scaled once by
 // the host that finishes it (`finish`), and copied to the others: every host ends with
 // bitwise the same values. Messages of one allreduce use its own tag (start's `tag`, below
-// 2^15); MPI delivers them in order, so its steps match up.
+// 2^15); MPI delivers them in order, so its steps (and the messages of a step) match up.
 //
 // Ownership: borrows `comm` and each buffer until its allreduce is done (or the ring has
 // failed: MPI cannot cancel a send or receive in flight, so the buffers must outlive the
@@ -62,6 +62,11 @@ class CrossRing {
   bool busy(int slot) const { return slot < static_cast<int>(ops_.size()) && ops_[slot].active; }
   // Highest tag in use is kMaxSlots - 1.
   static constexpr int kMaxSlots = 1024;
+  // A step's segment travels as messages of at most this many bytes, all posted at once.
+  // Measured between 2 simulated hosts (50 Mbit/s each way, both ways at once): Open MPI's
+  // TCP path moves one 25 MB message at 24 Mbit/s, 4 MB messages at 37-41, 1 MB at 44,
+  // 256 KB at 47-48 (docs/benchmarks.md).
+  static constexpr size_t kMessageBytes = size_t{256} << 10;
 
  private:
   struct Op {
@@ -72,7 +77,7 @@ class CrossRing {
     ReduceOp op = ReduceOp::kSum;
     Finish finish;
     int step = 0;  // 0 .. 2(P-1); reduce-scatter below P-1, allgather from there
-    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    std::vector<MPI_Request> reqs;  // the current step's receives and sends
     std::vector<char> incoming;  // one segment received during the reduce-scatter
   };
   size_t seg_lo(const Op& o, int s) const;  // segment s is [seg_lo(s), seg_lo(s + 1))
