@@ -65,7 +65,9 @@ struct Reduce {
 
 void fill_and_submit(Reduce& r, DType dtype, ReduceOp op, size_t count) {
   r.buf = std::make_unique<Buffer>(dtype, count);
-  for (size_t i = 0; i < count; ++i) r.buf->put(i, input_value(r.seed, rank(), i, dtype, op));
+  // Values as the specification says (a single-member set has nobody to disagree with, so
+  // a changed op or dtype there must still give the specified result).
+  for (size_t i = 0; i < count; ++i) r.buf->put(i, input_value(r.seed, rank(), i, r.spec.dtype, r.spec.op));
   r.h = allreduce_async(r.buf->view(), r.spec.name, AllreduceOptions{op, 1.0, 1.0, r.set});
 }
 
