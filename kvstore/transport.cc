@@ -94,6 +94,12 @@ Transport::~Transport() {
     }
     return;
   }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {  // kolo was shut down before the store was destroyed: MPI is gone
+    (void)channel_.release();
+    return;
+  }
   (void)flush("closing the KVStore");
   liveness_.reset();
   channel_.reset();
