@@ -222,10 +222,8 @@ Handle submit_group(const std::vector<TensorView>& ts, const std::string& name, 
   req.rank = rt->topo.rank;
   req.group = name;
   req.group_size = static_cast<int32_t>(ts.size());
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const std::string member_name = members[i]->name;
-    rt->queue.push(ts[i], member_name, req, std::move(members[i]));
-  }
+  // All members or none (two threads submitting one group name at once: one group runs).
+  rt->queue.push_group(ts, req, &members);
   return h;
 }
 

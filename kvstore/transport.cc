@@ -26,6 +26,7 @@ const char* op_name(Op op) {
     case Op::kSaveState: return "save_optimizer_states";
     case Op::kLoadState: return "load_optimizer_states";
     case Op::kStop: return "close";
+    case Op::kCheckState: return "load_optimizer_states (check)";
   }
   return "?";
 }
