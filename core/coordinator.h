@@ -190,7 +190,7 @@ class Coordinator {
   std::chrono::steady_clock::duration fast_max_hold_;  // held longer: demoted (stall inspector)
   std::vector<uint32_t> fast_ids_, fast_agreed_;       // scratch
   std::vector<FastHeld> fast_run_;                      // scratch: a round's tensors
-  std::atomic<uint64_t> fast_collectives_{0}, fast_rounds_{0}, helped_passes_{0};
+  std::atomic<uint64_t> fast_collectives_{0}, fast_rounds_{0};
 
 
   // Written by the coordinator thread, read by stats() from any thread.

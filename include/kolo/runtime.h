@@ -47,9 +47,6 @@ struct RuntimeStats {
   // them through shared memory instead of rank 0, and its rounds of agreement.
   uint64_t fast_collectives = 0;
   uint64_t fast_rounds = 0;
-  // Passes with work done by a thread waiting on a handle instead of the coordinator
-  // thread (KOLO_WAIT_HELPS; docs/runtime.md, "The waiter runs the pass").
-  uint64_t helped_passes = 0;
 };
 RuntimeStats runtime_stats();
 

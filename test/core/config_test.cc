@@ -122,6 +122,8 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
   // Session 8 audit: last session's knobs, each value named back.
   for (const char* bad : {"", "2", "yes", "on", " 1", "1 "})
     CHECK(msg("KOLO_FAST_PATH", bad) == "KOLO_FAST_PATH=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
+  for (const char* bad : {"", "2", "yes", " 0"})
+    CHECK(msg("KOLO_WAIT_HELPS", bad) == "KOLO_WAIT_HELPS=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
   for (const char* bad : {"", "two", "1e7", "3 "})
     CHECK(msg("KOLO_NUM_SERVERS", bad).find("KOLO_NUM_SERVERS=\"" + std::string(bad) + "\" is not valid") == 0);
   for (const char* bad : {"", "-5", "12abc", "1e20", "0.5"})
