@@ -1,6 +1,7 @@
 // The public entry points of kolo/runtime.h and kolo/collectives.h: one process-wide
 // runtime (config, backend, queue, coordinator), created by init() and torn down by
 // shutdown() or at exit.
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -40,7 +41,8 @@ struct Runtime {
 
 std::mutex g_mu;                    // serialises init/shutdown
 std::unique_ptr<Runtime> g_runtime;  // guarded by g_mu for creation/destruction
-bool g_finalized = false;            // guarded by g_mu: MPI cannot be initialised twice
+// Written under g_mu; read without it by submissions, to say why there is no runtime.
+std::atomic<bool> g_finalized{false};  // MPI cannot be initialised twice
 
 void shutdown_at_exit() { kolo::shutdown(); }
 
@@ -122,9 +124,17 @@ void print_verbose_report(const Runtime& rt) {
   std::fflush(stderr);
 }
 
+// Why there is no runtime: never initialised, or shut down (MPI cannot start again).
+Status no_runtime() {
+  if (g_finalized.load(std::memory_order_relaxed))
+    return Status::invalid_argument("kolo has been shut down (kolo::shutdown() was called, or the program is exiting); "
+                                    "it cannot run collectives or be initialised again in this process");
+  return Status::invalid_argument("kolo is not initialised: call kolo::init() first");
+}
+
 Runtime& runtime() {
   Runtime* r = g_runtime.get();
-  if (!r) throw Error(Status::invalid_argument("kolo is not initialised: call kolo::init() first"));
+  if (!r) throw Error(no_runtime());
   return *r;
 }
 
@@ -180,7 +190,7 @@ Status check_process_set(const Request& q, const std::string& name, const Runtim
 Status check_submission(const TensorView& t, const std::string& name, const Request& req, Runtime** rt) {
   KOLO_RETURN_IF_ERROR(validate(t, name, op_kind_name(req.kind).data()));
   *rt = g_runtime.get();
-  if (!*rt) return Status::invalid_argument("kolo is not initialised: call kolo::init() first");
+  if (!*rt) return no_runtime();
   KOLO_RETURN_IF_ERROR(validate_header(req, name, (*rt)->topo.size));
   if (req.process_set == 0) return Status::ok();
   Request q = req;
@@ -222,10 +232,8 @@ Handle submit_group(const std::vector<TensorView>& ts, const std::string& name, 
   req.rank = rt->topo.rank;
   req.group = name;
   req.group_size = static_cast<int32_t>(ts.size());
-  for (size_t i = 0; i < ts.size(); ++i) {
-    const std::string member_name = members[i]->name;
-    rt->queue.push(ts[i], member_name, req, std::move(members[i]));
-  }
+  // All members or none (two threads submitting one group name at once: one group runs).
+  rt->queue.push_group(ts, req, &members);
   return h;
 }
 

@@ -22,42 +22,57 @@ void TensorQueue::queue_request(const Request& q) {
   ++num_requests_;
 }
 
+Status TensorQueue::refusal(const std::string& name, const Request& header) const {
+  if (closed_) return close_reason_;
+  if (join_)
+    return Status::invalid_argument(std::string(op_kind_name(header.kind)) + " \"" + name + "\": rank " +
+                                    std::to_string(header.rank) +
+                                    " is in kolo::join() (it has no more data); collectives submitted before "
+                                    "join() returns are refused");
+  return Status::ok();
+}
+
+Status TensorQueue::duplicate(const std::string& name, const Request& header) {
+  return Status::invalid_argument(std::string(op_kind_name(header.kind)) + " \"" + name +
+                                  "\": submitted again on rank " + std::to_string(header.rank) +
+                                  " while a collective under this name is still in flight; this "
+                                  "submission is refused and the one in flight goes on (a name may be "
+                                  "reused once its handle has completed)");
+}
+
+void TensorQueue::enqueue(uint32_t slot, const TensorView& view, const std::string& name, const Request& header,
+                          std::shared_ptr<detail::HandleState> handle) {
+  TensorEntry& e = entries_.value(slot);
+  e.view = view;
+  fill(&e.request, header, name, view);
+  e.handle = std::move(handle);
+  e.slot = slot;
+  queue_request(e.request);
+}
+
+bool TensorQueue::wake_locked() {
+  // A coordinator that already has a wake-up pending needs no second one.
+  const bool notify = !wake_;
+  wake_ = true;
+  wake_hint_.store(true, std::memory_order_release);
+  return notify;
+}
+
 bool TensorQueue::push(const TensorView& view, const std::string& name, const Request& header,
                        std::shared_ptr<detail::HandleState> handle) {
   Status why;
   bool notify = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) {
-      why = close_reason_;
-    } else if (join_) {
-      why = Status::invalid_argument(std::string(op_kind_name(header.kind)) + " \"" + name + "\": rank " +
-                                     std::to_string(header.rank) +
-                                     " is in kolo::join() (it has no more data); collectives submitted before "
-                                     "join() returns are refused");
-    } else {
+    why = refusal(name, header);
+    if (why.is_ok()) {
       bool fresh = false;
       const uint32_t i = entries_.acquire(name, &fresh);
-      if (!fresh) {
-        // Duplicate: only this handle fails; the collective in flight goes on untouched.
-        why = Status::invalid_argument(std::string(op_kind_name(header.kind)) + " \"" + name +
-                                       "\": submitted again on rank " + std::to_string(header.rank) +
-                                       " while a collective under this name is still in flight; this "
-                                       "submission is refused and the one in flight goes on (a name may be "
-                                       "reused once its handle has completed)");
-      } else {
-        TensorEntry& e = entries_.value(i);
-        e.view = view;
-        fill(&e.request, header, name, view);
-        e.handle = std::move(handle);
-        e.slot = i;
-        queue_request(e.request);
-      }
+      // Duplicate: only this handle fails; the collective in flight goes on untouched.
+      if (!fresh) why = duplicate(name, header);
+      else enqueue(i, view, name, header, std::move(handle));
     }
-    // A coordinator that already has a wake-up pending needs no second one.
-    notify = !wake_;
-    wake_ = true;
-    wake_hint_.store(true, std::memory_order_release);
+    notify = wake_locked();
   }
   if (notify) cv_.notify_one();
   if (!why.is_ok()) {
@@ -65,6 +80,32 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
     return false;
   }
   return true;
+}
+
+bool TensorQueue::push_group(const std::vector<TensorView>& views, const Request& header,
+                             std::vector<std::shared_ptr<detail::HandleState>>* handles) {
+  Status why;
+  bool notify = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < views.size() && why.is_ok(); ++i) {
+      const std::string& name = (*handles)[i]->name;
+      why = refusal(name, header);
+      if (why.is_ok() && entries_.find(name) >= 0) why = duplicate(name, header);
+    }
+    if (why.is_ok()) {
+      for (size_t i = 0; i < views.size(); ++i) {
+        bool fresh = false;
+        const std::string& name = (*handles)[i]->name;
+        enqueue(entries_.acquire(name, &fresh), views[i], name, header, std::move((*handles)[i]));
+      }
+    }
+    notify = wake_locked();
+  }
+  if (notify) cv_.notify_one();
+  if (why.is_ok()) return true;
+  for (auto& h : *handles) h->complete(why);
+  return false;
 }
 
 size_t TensorQueue::take_requests(std::vector<Request>* out) {

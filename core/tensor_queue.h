@@ -53,6 +53,12 @@ class TensorQueue {
   // is reserved (pending or executing). Wakes the coordinator if it is waiting.
   bool push(const TensorView& view, const std::string& name, const Request& header,
             std::shared_ptr<detail::HandleState> handle);
+  // Queues a group's members (views[i] under (*handles)[i]->name) as one: every member or
+  // none. If any member's name is reserved (or the queue is closed, or in a join) every
+  // member's handle fails with that reason and nothing is queued, so two threads submitting
+  // one group name at once never leave half of each group in flight. Moves the handles out.
+  bool push_group(const std::vector<TensorView>& views, const Request& header,
+                  std::vector<std::shared_ptr<detail::HandleState>>* handles);
   // Swaps the requests queued since the last call into *out and returns how many there are:
   // (*out)[0..n) are the requests; elements past n are spare buffers the queue reuses.
   size_t take_requests(std::vector<Request>* out);
@@ -92,6 +98,15 @@ class TensorQueue {
  private:
   // Appends a copy of `q` to requests_, reusing a spare element's buffers.
   void queue_request(const Request& q);
+  // Under mu_: why no submission may be queued now (closed, in a join), else ok.
+  Status refusal(const std::string& name, const Request& header) const;
+  // The error of a submission whose name is reserved.
+  static Status duplicate(const std::string& name, const Request& header);
+  // Under mu_: fills the entry in `slot` (acquired) and queues its request.
+  void enqueue(uint32_t slot, const TensorView& view, const std::string& name, const Request& header,
+               std::shared_ptr<detail::HandleState> handle);
+  // Under mu_: records that work arrived; true if the coordinator must be notified.
+  bool wake_locked();
 
   std::mutex mu_;
   std::condition_variable cv_;

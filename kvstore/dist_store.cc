@@ -87,6 +87,9 @@ class DistStore final : public KVStore {
     if (rank() == 0) {
       std::vector<uint8_t> bytes;
       s = read_file(path, &bytes);
+      // Every server checks the file before any loads it: one that refuses its part leaves
+      // every server's state as it was (docs/kvstore.md).
+      if (s.is_ok()) s = to_every_server(Op::kCheckState, bytes, nullptr);
       if (s.is_ok()) s = to_every_server(Op::kLoadState, bytes, nullptr);
     }
     agree(s);

@@ -26,6 +26,8 @@ Status Server::run() {
 }
 
 std::string Server::where(const Header& h) const {
+  if (h.op == Op::kSetOptimizer || h.op == Op::kLoadState || h.op == Op::kCheckState || h.op == Op::kSaveState)
+    return std::string(op_name(h.op)) + " on KVStore " + describe_rank(t_.roles(), t_.rank());  // no key
   return std::string(op_name(h.op)) + " of key " + std::to_string(h.key) + " (elements " + std::to_string(h.offset) +
          ".." + std::to_string(h.offset + h.size) + " of " + std::to_string(h.total) + ") on KVStore " +
          describe_rank(t_.roles(), t_.rank());
@@ -62,7 +64,7 @@ Status Server::handle(const Header& h, int source) {
     ++closed_;
     return Status::ok();
   }
-  if (h.op == Op::kSetOptimizer || h.op == Op::kLoadState) {
+  if (h.op == Op::kSetOptimizer || h.op == Op::kLoadState || h.op == Op::kCheckState) {
     std::vector<uint8_t> bytes(static_cast<size_t>(std::max<int64_t>(h.payload_bytes, 0)));
     KOLO_RETURN_IF_ERROR(receive(h, source, bytes.data()));
     Status s;
@@ -76,7 +78,7 @@ Status Server::handle(const Header& h, int source) {
     } else {
       std::vector<std::pair<std::pair<int, int64_t>, int64_t>> owned;
       for (const auto& [where, slice] : slices_) owned.push_back({where, static_cast<int64_t>(slice.weight.size())});
-      s = optimizer_->load(bytes.data(), bytes.size(), owned);
+      s = optimizer_->load(bytes.data(), bytes.size(), owned, h.op == Op::kLoadState);
     }
     return s.is_ok() ? reply(source, h) : reply_error(source, h, s.message() + " (" + where(h) + ")");
   }

@@ -26,6 +26,7 @@ const char* op_name(Op op) {
     case Op::kSaveState: return "save_optimizer_states";
     case Op::kLoadState: return "load_optimizer_states";
     case Op::kStop: return "close";
+    case Op::kCheckState: return "load_optimizer_states (check)";
   }
   return "?";
 }
@@ -91,6 +92,12 @@ Transport::~Transport() {
       (void)s.header.release();
       new std::shared_ptr<void>(std::move(s.keep));  // leaked on purpose: MPI may still read it
     }
+    return;
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {  // kolo was shut down before the store was destroyed: MPI is gone
+    (void)channel_.release();
     return;
   }
   (void)flush("closing the KVStore");

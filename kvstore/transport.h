@@ -32,7 +32,8 @@
 
 namespace kolo::kv {
 
-enum class Op : int32_t { kInit = 1, kPush, kPull, kSetOptimizer, kSaveState, kLoadState, kStop };
+// kCheckState: load_optimizer_states' first phase (the server checks the file, changes nothing).
+enum class Op : int32_t { kInit = 1, kPush, kPull, kSetOptimizer, kSaveState, kLoadState, kStop, kCheckState };
 const char* op_name(Op op);
 
 enum Tag : int { kTagRequest = 11, kTagRequestData, kTagReply, kTagReplyData };

@@ -101,7 +101,8 @@ std::vector<uint8_t> Updater::save() const {
   return std::move(w.bytes());
 }
 
-Status Updater::load(const uint8_t* p, size_t n, const std::vector<std::pair<std::pair<int, int64_t>, int64_t>>& owned) {
+Status Updater::load(const uint8_t* p, size_t n, const std::vector<std::pair<std::pair<int, int64_t>, int64_t>>& owned,
+                     bool apply) {
   std::map<std::pair<int, int64_t>, int64_t> sizes(owned.begin(), owned.end());
   std::map<std::pair<int, int64_t>, State> loaded;
   ByteReader r(p, n);
@@ -130,6 +131,7 @@ Status Updater::load(const uint8_t* p, size_t n, const std::vector<std::pair<std
     }
   }
   if (!r.ok()) return corrupt("the data is truncated or corrupt");
+  if (!apply) return Status::ok();
   for (auto& [where, s] : loaded) state_[where] = std::move(s);
   return Status::ok();
 }

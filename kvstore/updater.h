@@ -29,9 +29,12 @@ class Updater {
 
   // The state of every slice, as bytes; load() takes the slices this holder owns out of a
   // saved set: `owned` lists (key, offset, size); a saved slice of an owned (key, offset)
-  // with another size, or another optimizer kind, is an error.
+  // with another size, or another optimizer kind, is an error, and then nothing is loaded.
+  // With `apply` false it only checks (servers all check before any applies, so a file that
+  // one server refuses changes no server's state).
   std::vector<uint8_t> save() const;
-  Status load(const uint8_t* p, size_t n, const std::vector<std::pair<std::pair<int, int64_t>, int64_t>>& owned);
+  Status load(const uint8_t* p, size_t n, const std::vector<std::pair<std::pair<int, int64_t>, int64_t>>& owned,
+              bool apply = true);
 
  private:
   struct State {

@@ -44,6 +44,9 @@ ProcessSet set_from_id(int id);
 // kolo._kolo.add_process_set, remove_process_set, process_sets.
 void bind_process_sets(pybind11::module_& m);
 
+// kolo._kolo.KVStore (kvstore_binding.cc; kolo/kvstore.h).
+void bind_kvstore(pybind11::module_& m);
+
 // kolo._kolo.GradientSync (gradient_sync_binding.cc; built with the training core only).
 void bind_gradient_sync(pybind11::module_& m);
 

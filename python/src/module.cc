@@ -250,6 +250,7 @@ PYBIND11_MODULE(_kolo, m) {
       },
       "Blocks until every rank has joined (kolo::join, kolo/collectives.h); returns the last rank to join");
   bind_process_sets(m);
+  bind_kvstore(m);
 
 #ifdef KOLO_HAVE_TRAINING_CORE
   bind_gradient_sync(m);

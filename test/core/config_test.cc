@@ -119,6 +119,16 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
         "KOLO_NUM_SERVERS=\"-1\" is not valid: expected a whole number of server ranks (0 = none)");
   CHECK(msg("KOLO_NUM_SERVERS", "1.5").find("whole number") != std::string::npos);
   CHECK(msg("KOLO_KVSTORE_BIGARRAY_BOUND", "0").find("at least 1") != std::string::npos);
+  // Session 8 audit: last session's knobs, each value named back.
+  for (const char* bad : {"", "2", "yes", "on", " 1", "1 "})
+    CHECK(msg("KOLO_FAST_PATH", bad) == "KOLO_FAST_PATH=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
+  for (const char* bad : {"", "two", "1e7", "3 "})
+    CHECK(msg("KOLO_NUM_SERVERS", bad).find("KOLO_NUM_SERVERS=\"" + std::string(bad) + "\" is not valid") == 0);
+  for (const char* bad : {"", "-5", "12abc", "1e20", "0.5"})
+    CHECK(msg("KOLO_KVSTORE_BIGARRAY_BOUND", bad).find("KOLO_KVSTORE_BIGARRAY_BOUND=\"" + std::string(bad) +
+                                                        "\" is not valid") == 0);
+  for (const char* bad : {"0,1;", ";", "0,,1", "a", "-1", "0;1;x"})
+    CHECK(msg("KOLO_PROCESS_SETS", bad).find("KOLO_PROCESS_SETS=\"" + std::string(bad) + "\": ") == 0);
 }
 
 TEST_CASE("KVStore knobs", "[config]") {

@@ -150,3 +150,29 @@ TEST_CASE("close fails pending entries and later pushes", "[queue]") {
   CHECK(later->done);
   h->observed = later->observed = true;
 }
+
+TEST_CASE("a group goes in whole or not at all: one reserved member refuses every member", "[queue]") {
+  TensorQueue q;
+  std::vector<float> a(3), b(5), c(2);
+  REQUIRE(q.push(TensorView::of(c), "g[1]", header(), state("g[1]")));  // member 1's name in flight
+  std::vector<std::shared_ptr<detail::HandleState>> members = {state("g[0]"), state("g[1]")};
+  const auto m0 = members[0], m1 = members[1];
+  CHECK_FALSE(q.push_group({TensorView::of(a), TensorView::of(b)}, header(), &members));
+  REQUIRE(m0->done);
+  REQUIRE(m1->done);
+  CHECK(m0->status.message().find("\"g[1]\": submitted again on rank 1") != std::string::npos);
+  CHECK(m1->status.message() == m0->status.message());
+  std::vector<Request> out;
+  REQUIRE(q.take_requests(&out) == 1);  // only the earlier push
+  CHECK(out[0].name == "g[1]");
+  // Member 0's name was not reserved by the refused group: it can be submitted now.
+  CHECK(q.push(TensorView::of(a), "g[0]", header(), state("g[0]")));
+  // A group whose names are all free goes in whole, in member order.
+  std::vector<std::shared_ptr<detail::HandleState>> free_members = {state("h[0]"), state("h[1]")};
+  REQUIRE(q.push_group({TensorView::of(a), TensorView::of(b)}, header(), &free_members));
+  REQUIRE(q.take_requests(&out) == 3);
+  CHECK(out[1].name == "h[0]");
+  CHECK(out[2].name == "h[1]");
+  CHECK(out[2].shape == Shape{5});
+  m0->observed = m1->observed = true;
+}

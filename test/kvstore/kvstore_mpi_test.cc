@@ -252,6 +252,103 @@ TEST_CASE("optimizer state survives save and load", "[state]") {
   CHECK_THROWS_WITH(kv.load_optimizer_states("/nonexistent/kv.bin"), Catch::Contains("cannot read"));
 }
 
+// The session-8 audit (docs/correctness.md): keys of 0 elements next to ordinary ones, and
+// corrupt optimizer-state files (truncated, garbage, empty, another optimizer): a clear error
+// on every worker, and the state in the store untouched (the next step moves the weights as
+// it would have without the failed load).
+TEST_CASE("audit: empty keys work; a corrupt optimizer-state file is refused and loses nothing", "[audit]") {
+  kolo::KVStore& kv = *g_kv;
+  std::vector<float> none, w(kDim, 1.0f), b(1, 0.0f);
+  kv.init({50, 51, 52}, {kolo::TensorView::of(none), kolo::TensorView::of(w), kolo::TensorView::of(b)});
+  kv.set_optimizer(sgd(1.0 / kv.num_workers()));
+  std::vector<float> gw(kDim, 0.5f), gb(1, 1.0f);
+  // Empty key alone, then with the others in one call: nothing to move, nothing fails.
+  kv.push(50, kolo::TensorView::of(none));
+  kv.pull(50, kolo::TensorView::of(none));
+  kv.pushpull({50, 51, 52}, {kolo::TensorView::of(none), kolo::TensorView::of(gw), kolo::TensorView::of(gb)},
+              {kolo::TensorView::of(none), kolo::TensorView::of(w), kolo::TensorView::of(b)});
+  const std::string good = "kvstore_audit_" + std::to_string(kolo::size()) + ".bin";
+  kv.save_optimizer_states(good);
+  // Corrupt copies, written by worker 0 (the one that reads them).
+  std::vector<std::string> bad;
+  for (const char* kind : {"truncated", "garbage", "empty", "one-slice-wrong"}) bad.push_back(good + "." + kind);
+  if (kv.rank() == 0) {
+    std::FILE* f = std::fopen(good.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    std::vector<char> bytes(1 << 16);
+    bytes.resize(std::fread(bytes.data(), 1, bytes.size(), f));
+    std::fclose(f);
+    REQUIRE(bytes.size() > 16);
+    auto write = [](const std::string& path, const char* p, size_t n) {
+      std::FILE* o = std::fopen(path.c_str(), "wb");
+      std::fwrite(p, 1, n, o);
+      std::fclose(o);
+    };
+    write(bad[0], bytes.data(), bytes.size() - 7);
+    std::vector<char> junk(bytes.size());
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>(i * 131 + 7);
+    write(bad[1], junk.data(), junk.size());
+    write(bad[2], nullptr, 0);
+    // Well-formed, but one record does not fit: key 51's first 12 elements (a slice of its
+    // own with two servers and KOLO_KVSTORE_BIGARRAY_BOUND=16) are right, the slice at
+    // element 12 has 5 values. A server that owns only the first would load it alone.
+    std::vector<char> rec;
+    auto put = [&](const auto& v) {
+      const char* q = reinterpret_cast<const char*>(&v);
+      rec.insert(rec.end(), q, q + sizeof(v));
+    };
+    auto floats = [&](size_t n, float x) {
+      put(static_cast<uint64_t>(n));
+      for (size_t i = 0; i < n; ++i) put(x);
+    };
+    put(uint32_t{0x4b565331});  // kvstore/updater.cc's magic
+    put(uint64_t{3});
+    rec.insert(rec.end(), {'s', 'g', 'd'});
+    put(uint64_t{2});
+    for (auto [offset, n] : {std::pair<int64_t, size_t>{0, 12}, std::pair<int64_t, size_t>{12, 5}}) {
+      put(int32_t{51});
+      put(offset);
+      put(int64_t{1});
+      floats(n, 1.0f);
+      floats(0, 0.0f);
+    }
+    write(bad[3], rec.data(), rec.size());
+  }
+  kv.barrier();
+  // The step the saved state gives: load the good file, take one step, note how w moved.
+  std::vector<float> w0(kDim), w1(kDim);
+  kv.load_optimizer_states(good);
+  kv.pull(51, kolo::TensorView::of(w0));
+  kv.push(51, kolo::TensorView::of(gw));
+  kv.pull(51, kolo::TensorView::of(w1));
+  for (size_t k = 0; k < bad.size(); ++k) {
+    INFO("file " << bad[k]);
+    // Back to the saved state, then a corrupt load: refused on every worker.
+    kv.load_optimizer_states(good);
+    std::vector<float> before(kDim), after(kDim);
+    kv.pull(51, kolo::TensorView::of(before));
+    if (k == 2) {
+      // An empty file holds no state: loading it changes nothing (and is not an error).
+      kv.load_optimizer_states(bad[k]);
+    } else {
+      CHECK_THROWS_WITH(kv.load_optimizer_states(bad[k]), Catch::Contains("optimizer state") &&
+                                                             (Catch::Contains("truncated or corrupt") ||
+                                                              Catch::Contains("bad magic") ||
+                                                              Catch::Contains("in the file (saved with another key size")));
+    }
+    // Nothing lost: the momentum is the saved one, so the step moves w as it did above.
+    kv.push(51, kolo::TensorView::of(gw));
+    kv.pull(51, kolo::TensorView::of(after));
+    for (int j = 0; j < kDim; ++j) {
+      const size_t i = static_cast<size_t>(j);
+      CHECK(std::abs((after[i] - before[i]) - (w1[i] - w0[i])) <= 1e-5f);
+    }
+  }
+  kv.barrier();
+  if (kv.rank() == 0)
+    for (const std::string& p : {good, bad[0], bad[1], bad[2], bad[3]}) std::remove(p.c_str());
+}
+
 int main(int argc, char** argv) {
   kolo::init(&argc, &argv);
   if (argc < 2) {

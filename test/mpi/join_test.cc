@@ -20,28 +20,6 @@ int last_of(int round) {
   return best;
 }
 
-// expected_allreduce over the ranks in `contributors` only (average divides by their count).
-double expected_over(const std::vector<int>& contributors, uint64_t seed, size_t i, DType t, ReduceOp op,
-                     double prescale, double postscale) {
-  const bool integral = !is_floating(t);
-  double acc = 0;
-  bool first = true;
-  for (int r : contributors) {
-    double v = input_value(seed, r, i, t, op) * prescale;
-    if (integral) v = std::trunc(v);
-    if (first) acc = v;
-    else if (op == ReduceOp::kMin) acc = std::min(acc, v);
-    else if (op == ReduceOp::kMax) acc = std::max(acc, v);
-    else if (op == ReduceOp::kProduct) acc *= v;
-    else acc += v;
-    first = false;
-  }
-  const double n = static_cast<double>(contributors.size());
-  if (op == ReduceOp::kAverage) acc = integral ? std::trunc(acc / n) : acc / n;
-  acc *= postscale;
-  return integral ? std::trunc(acc) : acc;
-}
-
 struct Case {
   DType dtype;
   ReduceOp op;

@@ -98,6 +98,29 @@ inline double expected_allreduce(uint64_t seed, int size, size_t i, DType t, Red
   return integral ? std::trunc(acc) : acc;
 }
 
+// expected_allreduce over the ranks in `contributors` only (average divides by their count): the
+// members of a process set, or the ranks that have not joined.
+inline double expected_over(const std::vector<int>& contributors, uint64_t seed, size_t i, DType t, ReduceOp op,
+                            double prescale = 1.0, double postscale = 1.0) {
+  const bool integral = !is_floating(t);
+  double acc = 0;
+  bool first = true;
+  for (int r : contributors) {
+    double v = input_value(seed, r, i, t, op) * prescale;
+    if (integral) v = std::trunc(v);
+    if (first) acc = v;
+    else if (op == ReduceOp::kMin) acc = std::min(acc, v);
+    else if (op == ReduceOp::kMax) acc = std::max(acc, v);
+    else if (op == ReduceOp::kProduct) acc *= v;
+    else acc += v;
+    first = false;
+  }
+  const double n = static_cast<double>(contributors.size());
+  if (op == ReduceOp::kAverage) acc = integral ? std::trunc(acc / n) : acc / n;
+  acc *= postscale;
+  return integral ? std::trunc(acc) : acc;
+}
+
 inline double tolerance(DType t, double expected) {
   const double mag = std::max(1.0, std::abs(expected));
   switch (t) {

@@ -16,27 +16,6 @@ namespace {
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// What the members of a set hold after allreduce of input_value (job ranks seed the inputs).
-double expected_over(uint64_t seed, const std::vector<int>& members, size_t i, DType t, ReduceOp op) {
-  const bool integral = !is_floating(t);
-  double acc = 0;
-  for (size_t k = 0; k < members.size(); ++k) {
-    const double v = input_value(seed, members[k], i, t, op);
-    if (k == 0)
-      acc = v;
-    else if (op == ReduceOp::kMin)
-      acc = std::min(acc, v);
-    else if (op == ReduceOp::kMax)
-      acc = std::max(acc, v);
-    else if (op == ReduceOp::kProduct)
-      acc *= v;
-    else
-      acc += v;
-  }
-  if (op == ReduceOp::kAverage) acc = integral ? std::trunc(acc / members.size()) : acc / members.size();
-  return acc;
-}
-
 std::vector<int> ranks_where(bool (*keep)(int, int)) {
   std::vector<int> out;
   for (int r = 0; r < size(); ++r)
@@ -84,7 +63,7 @@ TEST_CASE("process sets: every collective kind on a set without rank 0, exact re
           wait_ok(allreduce_async(filled(b, 7, op, {static_cast<int64_t>(count)}), name, {op, 1.0, 1.0, set}));
           size_t wrong = 0;
           for (size_t i = 0; i < count; ++i) {
-            const double e = expected_over(7, members, i, t, op);
+            const double e = expected_over(members, 7, i, t, op);
             wrong += std::abs(b.at(i) - e) > tolerance(t, e);
           }
           INFO(name);
@@ -128,7 +107,7 @@ TEST_CASE("process sets: every collective kind on a set without rank 0, exact re
     wrong = 0;
     for (size_t i = 0; i < static_cast<size_t>(mine) * 3; ++i)
       wrong += part.data<float>()[i] !=
-               expected_over(9, members, static_cast<size_t>(first) * 3 + i, DType::kFloat32, ReduceOp::kSum);
+               expected_over(members, 9, static_cast<size_t>(first) * 3 + i, DType::kFloat32, ReduceOp::kSum);
     CHECK(wrong == 0);
     // Grouped allreduce and allgather, and a barrier.
     std::vector<int32_t> g0(5, rank()), g1(70, 1);
@@ -365,7 +344,7 @@ TEST_CASE("process sets: random sequences mixing every collective on two sets an
         case 0:
         case 5:
           for (size_t k = 0; k < n; ++k)
-            wrong += bufs[i].at(k) != expected_over(i, m, k, DType::kInt32, ReduceOp::kSum);
+            wrong += bufs[i].at(k) != expected_over(m, i, k, DType::kInt32, ReduceOp::kSum);
           break;
         case 1:
           for (size_t k = 0; k < n; ++k) wrong += bufs[i].at(k) != in(m.back(), k);
@@ -392,7 +371,7 @@ TEST_CASE("process sets: random sequences mixing every collective on two sets an
           wrong += out.shape[0] != rows;
           for (size_t k = 0; k < static_cast<size_t>(rows) * 2; ++k)
             wrong += out.data<int32_t>()[k] !=
-                     expected_over(i, m, static_cast<size_t>(first) * 2 + k, DType::kInt32, ReduceOp::kSum);
+                     expected_over(m, i, static_cast<size_t>(first) * 2 + k, DType::kInt32, ReduceOp::kSum);
           break;
         }
       }

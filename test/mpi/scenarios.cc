@@ -14,6 +14,10 @@
 //                     LOOP-FAILED naming kolo's error (faults between hosts, test/hosts)
 //   autotune          300 steps of 20 tensors with KOLO_AUTOTUNE=1: results stay exact while
 //                     the settings switch, and the KOLO_AUTOTUNE_LOG CSV is complete
+//   misuse            the runtime's life cycle used wrongly: collectives before init() and
+//                     after shutdown(), init() and shutdown() twice, init() after shutdown(),
+//                     a handle of the finished runtime waited on twice; each a clear error or
+//                     a no-op, never a hang or a crash (MISUSE-OK, or MISUSE-WRONG naming it)
 #include <chrono>
 #include <csignal>
 #include <stdexcept>
@@ -122,10 +126,64 @@ int train_loop() {
   return 0;
 }
 
+// `what` must throw kolo::Error whose message contains `want`; counts what went wrong.
+template <class F>
+void expect_error(const char* what, const std::string& want, F&& f, int* wrong) {
+  try {
+    f();
+    std::printf("MISUSE-WRONG: %s: no kolo::Error\n", what);
+  } catch (const kolo::Error& e) {
+    if (std::string(e.what()).find(want) != std::string::npos) return;
+    std::printf("MISUSE-WRONG: %s: \"%s\" lacks \"%s\"\n", what, e.what(), want.c_str());
+  } catch (...) {
+    std::printf("MISUSE-WRONG: %s: not a kolo::Error\n", what);
+  }
+  ++*wrong;
+}
+
+int misuse(int* argc, char*** argv) {
+  int wrong = 0;
+  std::vector<float> v(4, 1.0f);
+  const std::string not_init = "kolo is not initialised: call kolo::init() first";
+  // Before init: every call that needs the runtime says so; nothing hangs.
+  expect_error("allreduce before init", not_init, [&] { kolo::allreduce(kolo::TensorView::of(v), "early"); }, &wrong);
+  expect_error("rank before init", not_init, [] { (void)kolo::rank(); }, &wrong);
+  expect_error("join before init", not_init, [] { (void)kolo::join(); }, &wrong);
+  expect_error("add_process_set before init", not_init, [] { (void)kolo::add_process_set({0}); }, &wrong);
+  kolo::init(argc, argv);
+  kolo::init(argc, argv);  // a second init is a no-op
+  const int rank = kolo::rank();
+  kolo::allreduce(kolo::TensorView::of(v), "works", {kolo::ReduceOp::kSum});
+  if (v[0] != static_cast<float>(kolo::size())) ++wrong, std::printf("MISUSE-WRONG: allreduce after init twice\n");
+  kolo::Handle done = kolo::allreduce_async(kolo::TensorView::of(v), "done");
+  kolo::synchronize(done);
+  kolo::synchronize(done);  // waiting twice on a completed handle returns again
+  const kolo::ProcessSet set = kolo::add_process_set({0});
+  kolo::remove_process_set(set);
+  expect_error("remove a removed set", "registered", [&] { kolo::remove_process_set(set); }, &wrong);
+  // A collective still pending at shutdown fails (the peers never submit it).
+  kolo::Handle pending = kolo::allreduce_async(kolo::TensorView::of(v), "pending." + std::to_string(rank));
+  kolo::barrier("misuse.before-shutdown");
+  kolo::shutdown();
+  kolo::shutdown();  // a second shutdown is a no-op
+  for (int i = 0; i < 2; ++i)
+    expect_error("pending handle at shutdown", "shut down", [&] { kolo::synchronize(pending); }, &wrong);
+  kolo::synchronize(done);  // a completed handle outlives the runtime
+  expect_error("allreduce after shutdown", "shut down", [&] { kolo::allreduce(kolo::TensorView::of(v), "late"); },
+               &wrong);
+  expect_error("broadcast after shutdown", "shut down", [&] { kolo::broadcast(kolo::TensorView::of(v), 0, "late.b"); },
+               &wrong);
+  expect_error("rank after shutdown", "shut down", [] { (void)kolo::rank(); }, &wrong);
+  expect_error("init after shutdown", "MPI cannot be initialised twice", [&] { kolo::init(argc, argv); }, &wrong);
+  std::printf("rank %d: %s\n", rank, wrong ? "MISUSE-WRONG" : "MISUSE-OK");
+  return wrong ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
+  if (which == "misuse") return misuse(&argc, &argv);
   try {
     kolo::init(&argc, &argv);
   } catch (const kolo::Error& e) {

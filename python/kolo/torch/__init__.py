@@ -23,6 +23,8 @@ from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError
                                 gloo_enabled, init, is_homogeneous, is_initialized, join, local_rank,
                                 local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
                                 poll, rank, rocm_built, shutdown, size, synchronize)
+from kolo.torch import kvstore
+from kolo.torch.kvstore import KVStore
 from kolo.torch.optimizer import DistributedOptimizer
 from kolo.torch.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from kolo.torch.scatter_ops import (alltoall, alltoall_async, grouped_allgather, grouped_allgather_async,
