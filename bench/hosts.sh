@@ -3,8 +3,12 @@
 # hierarchical allreduce buys when the link is the bottleneck. Root only.
 #
 #   bench/hosts.sh [BUILD_DIR]          RATE=500mbit HOSTS=2 PER_HOST=2 ITERS=3 bench/hosts.sh build
-#   MODES="auto mpi" (KOLO_CPU_OPERATIONS values to run), SWEEP=1 (0: the step only),
-#   MPIRUN_ARGS="--mca NAME VALUE ..." (extra mpirun arguments, e.g. Open MPI TCP tuning)
+#   MODES="auto leader mpi": auto = KOLO_CPU_OPERATIONS=auto (hierarchical, sliced across
+#   hosts), leader = the same with KOLO_CROSS_HOST_ALLREDUCE=leader (the leaders carry it all),
+#   mpi = KOLO_CPU_OPERATIONS=mpi (hierarchy off); SWEEP=1 (0: the step only); SETUP=1 (0: skip
+#   the set-up/tear-down timing); MPIRUN_ARGS="--mca NAME VALUE ..." (extra mpirun arguments,
+#   e.g. Open MPI TCP tuning, or its ring allreduce for the MPI baselines:
+#   "--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4")
 #
 # 1. Set-up and tear-down time of the simulated hosts (CI's cost), 5 cycles each of 2 and 3 hosts.
 # 2. HOSTS x PER_HOST ranks, every host's link shaped to RATE (tc; both directions):
@@ -24,7 +28,7 @@ tools=$here/../tools/hosts
 bench=$build/bench/kolo-bench-allreduce
 [ -x "$bench" ] || { echo "hosts.sh: $bench not built" >&2; exit 1; }
 rate=${RATE:-500mbit} hosts=${HOSTS:-2} per_host=${PER_HOST:-2} iters=${ITERS:-3}
-modes=${MODES:-auto mpi} sweep=${SWEEP:-1}
+modes=${MODES:-auto leader mpi} sweep=${SWEEP:-1} setup=${SETUP:-1}
 read -r -a extra <<<"${MPIRUN_ARGS:-}"
 why=$("$tools/kolo-hosts" check) || { echo "hosts.sh: cannot make simulated hosts: $why" >&2; exit 1; }
 "$tools/kolo-hosts" cleanup
@@ -32,6 +36,7 @@ echo "hosts.sh: load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 
 # 1. Set-up / tear-down.
 for n in 2 3; do
+  [ "$setup" = 1 ] || break
   ups=() downs=()
   for c in 1 2 3 4 5; do
     t0=$(date +%s.%N)
@@ -54,15 +59,16 @@ list=""
 for i in $(seq 1 "$hosts"); do list+="${list:+,}$s-h$i:$per_host"; done
 root=()
 [ "$(id -u)" -ne 0 ] || root=(--allow-run-as-root)
-launch() {  # KOLO_CPU_OPERATIONS args...
-  local ops=$1
+launch() {  # MODE args...
+  local ops=$1 cross=sliced
   shift
+  [ "$ops" != leader ] || { ops=auto cross=leader; }
   # Heartbeats share MPI's TCP connections: behind a bulk transfer on a slow link they wait
   # (queued bytes / rate), so the peer timeout must exceed the longest transfer (docs/runtime.md).
-  "$tools/kolo-hosts" exec -s "$s" "$s-h1" env KOLO_CPU_OPERATIONS="$ops" \
+  "$tools/kolo-hosts" exec -s "$s" "$s-h1" env KOLO_CPU_OPERATIONS="$ops" KOLO_CROSS_HOST_ALLREDUCE="$cross" \
     KOLO_PEER_TIMEOUT_SECONDS="${KOLO_PEER_TIMEOUT_SECONDS:-120}" mpirun "${root[@]}" --oversubscribe \
     -np $((hosts * per_host)) -H "$list" --mca plm_rsh_agent "$tools/kolo-hosts-agent" --mca plm_rsh_no_tree_spawn 1 \
-    -x KOLO_CPU_OPERATIONS -x KOLO_PEER_TIMEOUT_SECONDS "${extra[@]}" "$bench" "$@"
+    -x KOLO_CPU_OPERATIONS -x KOLO_CROSS_HOST_ALLREDUCE -x KOLO_PEER_TIMEOUT_SECONDS "${extra[@]}" "$bench" "$@"
 }
 bits=$(awk -v r="${rate,,}" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
   else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
@@ -77,14 +83,18 @@ probe=$!
   echo "link probe failed"
 wait "$probe" || true
 for ops in $modes; do
-  echo "== ResNet-50 gradient step, $hosts hosts x $per_host ranks, KOLO_CPU_OPERATIONS=$ops" \
-       "($([ "$ops" = auto ] && echo "hierarchical" || echo "hierarchy off: flat MPI executor"))"
+  case $ops in
+    auto) what="hierarchical, sliced across hosts" ;;
+    leader) what="hierarchical, the leaders carry it between hosts (KOLO_CROSS_HOST_ALLREDUCE=leader)" ;;
+    *) what="hierarchy off: flat MPI executor" ;;
+  esac
+  echo "== ResNet-50 gradient step, $hosts hosts x $per_host ranks, mode $ops ($what)"
   launch "$ops" --workload resnet50 --warmup 1 --iters "$iters" 2>&1 | grep -E "^#|^  " |
     awk -v b="$bound_ms" '{ print } /kolo, every tensor named and async/ {
       for (i = 1; i <= NF; ++i) if ($i == "median") m = $(i + 1); printf "  -> kolo median / link bound: %.2fx\n", m / b }'
 done
 for ops in $modes; do
   [ "$sweep" = 1 ] || break
-  echo "== size sweep, $hosts hosts x $per_host ranks, KOLO_CPU_OPERATIONS=$ops (kolo beside MPI_Allreduce)"
+  echo "== size sweep, $hosts hosts x $per_host ranks, mode $ops (kolo beside MPI_Allreduce)"
   launch "$ops" --min-bytes 64K --max-bytes 16M --factor 4 --warmup 2 --iters 5 2>&1 | grep -vE "^\s*$"
 done

@@ -33,7 +33,7 @@ const std::set<std::string>& known_names() {
       "KOLO_NETWORK_INTERFACE",        "KOLO_PEER_TIMEOUT_SECONDS",
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
       "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
-      "KOLO_FAST_PATH"};
+      "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE"};
   return names;
 }
 
@@ -148,6 +148,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   if (auto v = lookup("KOLO_HIERARCHICAL_ALLREDUCE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_HIERARCHICAL_ALLREDUCE", *v, "0 or 1");
     c.hierarchical_allreduce = *v == "1";
+  }
+  if (auto v = lookup("KOLO_CROSS_HOST_ALLREDUCE")) {
+    if (*v != "sliced" && *v != "leader") return bad_value("KOLO_CROSS_HOST_ALLREDUCE", *v, "sliced or leader");
+    c.cross_host_sliced = *v == "sliced";
   }
   if (auto v = lookup("KOLO_AUTOTUNE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_AUTOTUNE", *v, "0 or 1");

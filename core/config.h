@@ -41,6 +41,9 @@ struct Config {
   std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS
   // GPU allreduce as NCCL reduce-scatter in the host, MPI across hosts, NCCL all-gather.
   bool hierarchical_allreduce = false;                  // KOLO_HIERARCHICAL_ALLREDUCE
+  // CPU allreduce across hosts: every local rank carries its slice between hosts (sliced,
+  // needs the same ranks on every host) or the host's leader carries it all (leader).
+  bool cross_host_sliced = true;                        // KOLO_CROSS_HOST_ALLREDUCE
   LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
   // A tensor submitted by some ranks but not all for this long is reported (0 = never).
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS

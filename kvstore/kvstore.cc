@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "kolo/runtime.h"
 #include "kvstore/stores.h"
@@ -41,44 +42,99 @@ void KVStore::run_server(KVUpdater /*updater*/) {
                                        type_ + "\")"));
 }
 
-const Shape* KVStore::known_shape(int key) const {
-  auto it = std::lower_bound(shapes_.begin(), shapes_.end(), key,
-                             [](const std::pair<int, Shape>& e, int k) { return e.first < k; });
-  return it != shapes_.end() && it->first == key ? &it->second : nullptr;
+const KVStore::Known* KVStore::known(int key) const {
+  auto it = std::lower_bound(known_.begin(), known_.end(), key,
+                             [](const std::pair<int, Known>& e, int k) { return e.first < k; });
+  return it != known_.end() && it->first == key ? &it->second : nullptr;
 }
+
+const Shape* KVStore::known_shape(int key) const {
+  const Known* k = known(key);
+  return k ? &k->shape : nullptr;
+}
+
+namespace {
+
+float element(const TensorView& v, int64_t e) {
+  switch (v.dtype) {
+    case DType::kFloat16: return half_to_float(static_cast<const Half*>(v.data)[e]);
+    case DType::kBFloat16: return bf16_to_float(static_cast<const BFloat16*>(v.data)[e]);
+    default: return static_cast<const float*>(v.data)[e];
+  }
+}
+
+void set_element(const TensorView& v, int64_t e, float x) {
+  switch (v.dtype) {
+    case DType::kFloat16: static_cast<Half*>(v.data)[e] = float_to_half(x); break;
+    case DType::kBFloat16: static_cast<BFloat16*>(v.data)[e] = float_to_bf16(x); break;
+    default: static_cast<float*>(v.data)[e] = x;
+  }
+}
+
+}  // namespace
+
+// Buffers the store owns for one call: float32 copies of 16-bit values and sums of a key's
+// values; `pulled` lists the 16-bit outputs to fill from their buffers after the pull.
+struct KVStore::Staging {
+  std::vector<std::unique_ptr<float[]>> buffers;
+  std::vector<std::pair<TensorView, const float*>> pulled;
+
+  float* copy_of(const TensorView& v, bool read) {
+    const int64_t n = v.num_elements();
+    buffers.push_back(std::make_unique<float[]>(static_cast<size_t>(std::max<int64_t>(n, 1))));
+    float* b = buffers.back().get();
+    if (read)
+      for (int64_t e = 0; e < n; ++e) b[e] = element(v, e);
+    return b;
+  }
+  bool owns(const float* p) const {
+    return std::any_of(buffers.begin(), buffers.end(), [p](const auto& b) { return b.get() == p; });
+  }
+  void write_pulled() const {
+    for (const auto& [out, from] : pulled)
+      for (int64_t e = 0; e < out.num_elements(); ++e) set_element(out, e, from[e]);
+  }
+};
 
 std::vector<KVStore::Item> KVStore::check(const char* what, const std::vector<int>& keys,
                                           const std::vector<TensorView>& values, bool sum_duplicates,
-                                          std::vector<std::vector<float>>* sums) const {
+                                          Staging* staging) const {
   auto fail = [&](const std::string& m) { throw Error(Status::invalid_argument("KVStore " + type_ + " " + what + m)); };
   if (is_server()) fail(": this rank is a server (call run_server())");
   if (keys.size() != values.size())
     fail(": " + std::to_string(keys.size()) + " keys but " + std::to_string(values.size()) + " values");
+  const bool is_init = std::string(what) == "init", is_pull = std::string(what) == "pull";
   std::vector<Item> items;
   for (size_t i = 0; i < keys.size(); ++i) {
     const TensorView& v = values[i];
     const std::string key = " key " + std::to_string(keys[i]);
-    if (v.dtype != DType::kFloat32) fail(key + ": dtype " + std::string(dtype_name(v.dtype)) + ", but the store holds float32");
+    if (v.dtype != DType::kFloat32 && v.dtype != DType::kFloat16 && v.dtype != DType::kBFloat16)
+      fail(key + ": dtype " + std::string(dtype_name(v.dtype)) +
+           ", but the store holds float32 (float16 and bfloat16 values convert to it)");
     if (!v.device.is_cpu()) fail(key + ": a GPU tensor; the store takes CPU memory");
     if (v.data == nullptr && v.num_elements() > 0) fail(key + ": null data");
-    const Shape* known = known_shape(keys[i]);
-    if (std::string(what) != "init") {
-      if (known == nullptr) fail(key + ": not initialised (call init first)");
-      if (*known != v.shape)
-        fail(key + ": shape " + shape_string(v.shape) + " but init gave " + shape_string(*known));
+    const Known* k = known(keys[i]);
+    if (!is_init) {
+      if (k == nullptr) fail(key + ": not initialised (call init first)");
+      if (k->shape != v.shape) fail(key + ": shape " + shape_string(v.shape) + " but init gave " + shape_string(k->shape));
+      if (k->dtype != v.dtype)
+        fail(key + ": dtype " + std::string(dtype_name(v.dtype)) + " but init gave " + std::string(dtype_name(k->dtype)));
     }
     Item item{keys[i], static_cast<float*>(v.data), v.num_elements(), v.shape};
     auto same = std::find_if(items.begin(), items.end(), [&](const Item& e) { return e.key == item.key; });
     if (!sum_duplicates || same == items.end()) {
+      if (v.dtype != DType::kFloat32) {
+        item.data = staging->copy_of(v, !is_pull);
+        if (is_pull) staging->pulled.push_back({v, item.data});
+      }
       items.push_back(item);
       continue;
     }
     // Another value of a key already in this push: sum into a buffer the store owns.
-    if (sums->empty() || same->data != sums->back().data()) {
-      sums->emplace_back(same->data, same->data + same->size);
-      same->data = sums->back().data();
+    if (!staging->owns(same->data)) {
+      same->data = staging->copy_of(TensorView::of(same->data, same->shape), true);
     }
-    for (int64_t e = 0; e < item.size; ++e) same->data[e] += item.data[e];
+    for (int64_t e = 0; e < item.size; ++e) same->data[e] += element(v, e);
   }
   return items;
 }
@@ -86,8 +142,8 @@ std::vector<KVStore::Item> KVStore::check(const char* what, const std::vector<in
 void KVStore::init(int key, const TensorView& value) { init(std::vector<int>{key}, std::vector<TensorView>{value}); }
 
 void KVStore::init(const std::vector<int>& keys, const std::vector<TensorView>& values) {
-  std::vector<std::vector<float>> unused;
-  auto items = check("init", keys, values, false, &unused);
+  Staging staging;
+  auto items = check("init", keys, values, false, &staging);
   for (const Item& it : items) {
     if (known_shape(it.key) != nullptr)
       throw Error(Status::invalid_argument("KVStore " + type_ + " init key " + std::to_string(it.key) +
@@ -98,10 +154,10 @@ void KVStore::init(const std::vector<int>& keys, const std::vector<TensorView>& 
                                              ": given twice in one call"));
   }
   do_init(items);
-  for (const Item& it : items) {
-    auto pos = std::lower_bound(shapes_.begin(), shapes_.end(), it.key,
-                                [](const std::pair<int, Shape>& e, int k) { return e.first < k; });
-    shapes_.insert(pos, {it.key, it.shape});
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto pos = std::lower_bound(known_.begin(), known_.end(), items[i].key,
+                                [](const std::pair<int, Known>& e, int k) { return e.first < k; });
+    known_.insert(pos, {items[i].key, Known{items[i].shape, values[i].dtype}});
   }
 }
 
@@ -110,9 +166,8 @@ void KVStore::push(int key, const TensorView& value, int priority) {
 }
 
 void KVStore::push(const std::vector<int>& keys, const std::vector<TensorView>& values, int /*priority*/) {
-  std::vector<std::vector<float>> sums;
-  sums.reserve(keys.size());  // items point into it: no reallocation
-  do_push(check("push", keys, values, true, &sums));
+  Staging staging;
+  do_push(check("push", keys, values, true, &staging));
 }
 
 void KVStore::pull(int key, const TensorView& out, int priority) {
@@ -120,8 +175,9 @@ void KVStore::pull(int key, const TensorView& out, int priority) {
 }
 
 void KVStore::pull(const std::vector<int>& keys, const std::vector<TensorView>& outs, int /*priority*/) {
-  std::vector<std::vector<float>> unused;
-  do_pull(check("pull", keys, outs, false, &unused));
+  Staging staging;
+  do_pull(check("pull", keys, outs, false, &staging));
+  staging.write_pulled();
 }
 
 void KVStore::pushpull(const std::vector<int>& keys, const std::vector<TensorView>& values,

@@ -98,6 +98,7 @@ class MpiBackend final : public Backend {
   // all ranks agree); `shm` makes that an init() error; `mpi` skips it.
   Status add_shm_executor(const Config& config) {
     cpu_operations_ = config.cpu_operations;
+    cross_host_sliced_ = config.cross_host_sliced;
     if (config.cpu_operations == CpuOperations::kMpi) return Status::ok();
     shm::ShmExecutor::Options so;
     so.peer_timeout = std::chrono::seconds(60);
@@ -105,6 +106,7 @@ class MpiBackend final : public Backend {
     so.arena_auto = config.shm_arena_auto;
     so.liveness = liveness_.get();
     so.fast_board_capacity = config.fast_path ? config.cache_capacity : 0;
+    so.sliced_cross_host = config.cross_host_sliced;
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());
@@ -216,6 +218,8 @@ class MpiBackend final : public Backend {
     } else {
       // Hierarchical: shared memory within the host, MPI between one leader per host.
       d = "allreduce=shm+mpi(hierarchical) broadcast=mpi allgather=mpi alltoall=mpi reducescatter=mpi";
+      // sliced: every local rank carries its slice between hosts; leader: local rank 0 all.
+      d += shm_executor_->sliced() ? " cross_host=sliced" : " cross_host=leader";
     }
     if (!shm_executor_)
       d += " shm=off(" + (no_shm_reason_.empty() ? std::string("KOLO_CPU_OPERATIONS=mpi") : no_shm_reason_) + ")";
@@ -333,6 +337,7 @@ class MpiBackend final : public Backend {
       shm::ShmExecutor::Options so;
       so.peer_timeout = std::chrono::seconds(60);
       so.liveness = liveness_.get();
+      so.sliced_cross_host = cross_host_sliced_;
       // Collective over the set: every member gets the executor or none does.
       Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
       if (s.is_ok()) {
@@ -363,6 +368,7 @@ class MpiBackend final : public Backend {
   std::string no_shm_reason_;  // why there is no shm executor in auto mode
   int host_id_ = 0;            // the first job rank of this rank's (pretend) host
   CpuOperations cpu_operations_ = CpuOperations::kAuto;
+  bool cross_host_sliced_ = true;  // KOLO_CROSS_HOST_ALLREDUCE
   std::map<int32_t, SetExecutors> sets_;  // process sets' executors, made on first use
 };
 

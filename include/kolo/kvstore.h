@@ -13,7 +13,9 @@
 //                applied, so a pull after it sees the new weights.
 //   "dist_async" as dist_sync, but a server applies each worker's push as it arrives;
 //                updates of one key never overlap; their order between workers is not fixed.
-// Keys are ints; values are float32 CPU tensors. A key of at least KOLO_KVSTORE_BIGARRAY_BOUND
+// Keys are ints; values are float32 CPU tensors, or float16/bfloat16 ones, which the store
+// keeps as float32 (MXNet's multi-precision: float32 master weights, the optimizer in float32;
+// a pull rounds to the key's dtype); a key's dtype is init's. A key of at least KOLO_KVSTORE_BIGARRAY_BOUND
 // elements is split evenly across all servers (as ps-lite does); a smaller one lives whole
 // on one server. docs/kvstore.md says when to choose which type and where servers go.
 //
@@ -124,10 +126,16 @@ class KVStore {
   const Shape* known_shape(int key) const;
 
  private:
+  struct Known {
+    Shape shape;
+    DType dtype = DType::kFloat32;
+  };
+  struct Staging;  // float32 copies of 16-bit values and of summed duplicates (kvstore.cc)
+  const Known* known(int key) const;
   std::vector<Item> check(const char* what, const std::vector<int>& keys, const std::vector<TensorView>& values,
-                          bool sum_duplicates, std::vector<std::vector<float>>* sums) const;
+                          bool sum_duplicates, Staging* staging) const;
   std::string type_;
-  std::vector<std::pair<int, Shape>> shapes_;  // sorted by key
+  std::vector<std::pair<int, Known>> known_;  // sorted by key
 };
 
 }  // namespace kolo

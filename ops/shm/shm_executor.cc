@@ -107,8 +107,19 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
     }
   }
   x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size, options.liveness};
+  // The sliced path needs a partner with the same local rank on every host: the same number
+  // of ranks on every host (every rank computes the same answer, so all choose alike).
+  int sizes[2] = {topo.local_size, -topo.local_size}, least[2] = {0, 0};
+  MPI_Allreduce(sizes, least, 2, MPI_INT, MPI_MIN, world);
+  if (!x->single_host_ && options.sliced_cross_host && least[0] == -least[1] && cross != MPI_COMM_NULL) {
+    x->sliced_ = std::make_unique<SlicedState>(cross, options.liveness);
+    x->comms_.sliced = x->sliced_.get();
+  }
   if (Liveness* l = options.liveness)
     x->group_->set_watch([l] { return l->check("waiting for a peer in a shared-memory collective"); });
+  // While it waits for a local peer, a rank keeps its transfers between hosts moving: a
+  // peer on another host may be waiting for them, and the link must not idle.
+  if (SlicedState* sliced = x->sliced_.get()) x->group_->set_idle([sliced] { return sliced->ring.poll(); });
   publish_arena(x->arena_.get(), why_none);
   *out = std::move(x);
   return Status::ok();

@@ -18,7 +18,7 @@
 // the ranks on each side, at its first step, before anything is written; the group stays
 // usable and the next collective runs normally.
 //
-// Ownership: owns the host's ShmGroup; borrows the communicators (owned by the backend),
+// Ownership: owns the host's ShmGroup (and the sliced path's buffers); borrows the communicators (owned by the backend),
 // which must outlive it. Thread safety: coordinator thread only.
 #pragma once
 
@@ -61,6 +61,10 @@ class ShmExecutor final : public Executor {
     // Made only on one host with two ranks or more; failing to make it leaves it out on
     // every rank alike (the fast path is an optimisation).
     size_t fast_board_capacity = 0;
+    // Across hosts: the sliced allreduce (every local rank carries its slice between hosts;
+    // shm_hierarchical.h) where every host has the same number of ranks; false: the leaders
+    // carry it all (KOLO_CROSS_HOST_ALLREDUCE=leader).
+    bool sliced_cross_host = true;
   };
 
   // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of
@@ -76,6 +80,8 @@ class ShmExecutor final : public Executor {
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
 
   ShmGroup& group() { return *group_; }
+  // True where allreduce across hosts takes the sliced path (shm_hierarchical.h).
+  bool sliced() const { return sliced_ != nullptr; }
   // The shared gradient memory, or nullptr without one (Options::arena_bytes/arena_auto).
   ShmArena* arena() { return arena_.get(); }
   // Zeroed shared memory for the fast path's board, or nullptr (Options::fast_board_capacity).
@@ -96,6 +102,7 @@ class ShmExecutor final : public Executor {
   std::unique_ptr<ShmArena> arena_;
   SharedMapping board_;
   HierarchicalComms comms_;
+  std::unique_ptr<SlicedState> sliced_;  // the sliced path's ring and buffers, or none
   bool single_host_ = true;
   std::vector<Piece> pieces_;  // scratch, reused per response
   uint64_t zero_copy_calls_ = 0;

@@ -19,6 +19,7 @@ enum class Kind : uint8_t {
   kReduceToLeader = 4,
   kAlltoallv = 6,
   kReduceScatter = 7,
+  kSlicedAllreduce = 9,  // reduce_slice's first step (shm_sliced.cc)
 };
 
 uint64_t pack(Kind k, uint32_t root) { return static_cast<uint64_t>(k) | (uint64_t{root} << 32); }
@@ -50,6 +51,10 @@ std::string describe(const CallDesc& d) {
       return "reduce_scatter of " + std::string(dtype_name(static_cast<DType>((d.what >> 8) & 0xff))) + " (" +
              std::string(reduce_op_name(static_cast<ReduceOp>((d.what >> 16) & 0xff))) + "), parts hash " +
              std::to_string(d.size);
+    case Kind::kSlicedAllreduce:
+      return "sliced allreduce across hosts of " + std::to_string(d.size) + " x " +
+             std::string(dtype_name(static_cast<DType>((d.what >> 8) & 0xff))) + " (" +
+             std::string(reduce_op_name(static_cast<ReduceOp>((d.what >> 16) & 0xff))) + ")";
     case Kind::kAllreduce:
     case Kind::kReduceToLeader: {
       const auto dtype = static_cast<DType>((d.what >> 8) & 0xff);
@@ -76,6 +81,12 @@ Status ShmGroup::agree_first(uint64_t e) {
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true, &differs)));
   if (differs) return Status::mismatch(kPlacementMismatch);
   return Status::ok();
+}
+
+CallDesc detail::describe_sliced(DType dtype, ReduceOp op, size_t total) {
+  return {pack(Kind::kSlicedAllreduce, 0) | (uint64_t{static_cast<uint8_t>(dtype)} << 8) |
+              (uint64_t{static_cast<uint8_t>(op)} << 16),
+          total};
 }
 
 CallDesc detail::describe_alltoallv(const std::vector<size_t>& matrix) {

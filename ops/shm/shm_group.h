@@ -73,6 +73,7 @@ namespace detail {
 // reduce_to_leader; and those of alltoallv and reduce_scatter.
 CallDesc describe_reduce(bool to_leader, DType dtype, ReduceOp op, size_t count, uint64_t placement = 0);
 CallDesc describe_alltoallv(const std::vector<size_t>& matrix);
+CallDesc describe_sliced(DType dtype, ReduceOp op, size_t total);
 CallDesc describe_reduce_scatter(DType dtype, ReduceOp op, const std::vector<size_t>& parts);
 }  // namespace detail
 
@@ -179,6 +180,19 @@ class ShmGroup {
   Status reduce_to_leader(std::span<const Piece> pieces, DType dtype, ReduceOp op,
                           double prescale = 1.0);
 
+  // The two steps of the sliced hierarchical allreduce (shm_hierarchical.h), for one chunk
+  // [off, off + m) of the pieces (seen as one buffer of `total` elements), sliced among the
+  // local ranks as detail::Slicing(m, local_size, esize) slices it (shm_pieces.h).
+  // reduce_slice: one step; this rank's slice of the chunk, combined over every local rank's
+  // prescaled values (op; rank 0's first; kAverage combines like kSum; no postscale), is
+  // written to `out` (the slice's length, private memory). On `first` (the call's first
+  // step) the ranks compare the call (dtype, op, total) as allreduce does.
+  Status reduce_slice(std::span<const Piece> pieces, size_t total, size_t off, size_t m, DType dtype,
+                      ReduceOp op, double prescale, void* out, bool first);
+  // gather_slices: one step; `mine` (this rank's finished slice of the chunk) and every
+  // other local rank's finished slice land in the pieces.
+  Status gather_slices(std::span<const Piece> pieces, size_t off, size_t m, DType dtype, const void* mine);
+
   // Breaks the group on every local rank with `why` (returned): for a caller whose own step
   // between two shared-memory collectives failed (the MPI stage of the hierarchical
   // allreduce), so that peers waiting on it stop now instead of at their timeout.
@@ -186,6 +200,8 @@ class ShmGroup {
 
   // Every wait for a peer also consults `watch` (PeerSync::set_watch): kolo's dead-peer check.
   void set_watch(std::function<Status()> watch) { sync_.set_watch(std::move(watch)); }
+  // ... and runs `idle` on every round of the wait (PeerSync::set_idle).
+  void set_idle(std::function<Status()> idle) { sync_.set_idle(std::move(idle)); }
 
   int local_rank() const { return opts_.local_rank; }
   int local_size() const { return opts_.local_size; }

@@ -112,6 +112,10 @@ Status PeerSync::wait_slow(int peer, uint64_t e) {
   for (;;) {
     if (arrived.load(std::memory_order_acquire) >= e) return Status::ok();
     if (header_->abort_word.load(std::memory_order_acquire) != 0) return published_failure();
+    if (idle_ != nullptr) {
+      Status s = idle_();
+      if (!s.is_ok()) return fail(std::move(s), true);
+    }
     const Clock::time_point now = Clock::now();
     if (now - start < kYieldPhase) {
       sched_yield();

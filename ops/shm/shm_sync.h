@@ -114,6 +114,11 @@ class PeerSync {
   // dead-peer check (core/liveness.h), so a rank on another host, or one this rank does not
   // wait for directly, that died stops the collective too. Null: none.
   void set_watch(std::function<Status()> watch) { watch_ = std::move(watch); }
+  // Called on every round of a wait once the brief spin is over (every ~50 us at most): work
+  // that must not stall while this rank waits for a local peer — the sliced allreduce's
+  // transfers between hosts (shm_hierarchical.h). An error breaks the group with it. Cheap
+  // when there is nothing to do. Null: none.
+  void set_idle(std::function<Status()> idle) { idle_ = std::move(idle); }
 
   // How to print a descriptor in a mismatch message; set by ShmGroup.
   using Describer = std::string (*)(const CallDesc&);
@@ -138,6 +143,7 @@ class PeerSync {
   uint64_t all_seen_ = 0;    // every rank is known to have arrived at this step
   Describer describe_ = nullptr;
   std::function<Status()> watch_;
+  std::function<Status()> idle_;
 };
 
 using kolo::process_alive;  // core/liveness.h

@@ -168,3 +168,16 @@ TEST_CASE("byte counts and numbers parse strictly", "[config]") {
   CHECK_FALSE(parse_non_negative("1e400", &d));
   CHECK_FALSE(parse_non_negative("3s", &d));
 }
+
+TEST_CASE("KOLO_CROSS_HOST_ALLREDUCE: sliced (default) or leader", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.cross_host_sliced);
+  REQUIRE(parse({{"KOLO_CROSS_HOST_ALLREDUCE", "leader"}}, &c).is_ok());
+  CHECK_FALSE(c.cross_host_sliced);
+  REQUIRE(parse({{"KOLO_CROSS_HOST_ALLREDUCE", "sliced"}}, &c).is_ok());
+  CHECK(c.cross_host_sliced);
+  Status s = parse({{"KOLO_CROSS_HOST_ALLREDUCE", "ring"}}, &c);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.message() == "KOLO_CROSS_HOST_ALLREDUCE=\"ring\" is not valid: expected sliced or leader");
+}

@@ -40,10 +40,11 @@ expect check 0 "^host +slots +via" "^$h1 +2 +local +$h1 .*OK$" "^$h2 +2 +kolo-ho
   -- "$kolo_run" --check -H "$h1:2,$h2:2"
 
 # --launcher ssh + --verbose: 2 hosts x 2 ranks; every rank reports its host, local rank,
-# the hierarchical allreduce and the interface; the [hosts] checks pass.
+# the hierarchical allreduce (sliced: the hosts have equal ranks) and the interface; the
+# [hosts] checks pass.
 expect verbose-ssh 0 "kolo mpi suite: passed on 4 ranks" \
-  "rank=0 size=4 host=$h1 local_rank=0 local_size=2 host_index=0 hosts=2 allreduce=shm\+mpi\(hierarchical\)" \
-  "rank=3 size=4 host=$h2 local_rank=1 local_size=2 host_index=1 hosts=2 allreduce=shm\+mpi\(hierarchical\)" \
+  "rank=0 size=4 host=$h1 local_rank=0 local_size=2 host_index=0 hosts=2 allreduce=shm\+mpi\(hierarchical\) .*cross_host=sliced" \
+  "rank=3 size=4 host=$h2 local_rank=1 local_size=2 host_index=1 hosts=2 allreduce=shm\+mpi\(hierarchical\) .*cross_host=sliced" \
   "interface=eth0\(10\.77\.0\.2\),from=MPI-default" \
   -- "$kolo_run" --launcher ssh --verbose -H "$h1:2,$h2:2" --env KOLOTEST_HOSTS=2x2 "$mpi_tests" "[hosts]"
 [ "$(count '^kolo verbose:')" -eq 4 ] || { echo "FAIL verbose-ssh: expected 4 verbose lines"; failures=$((failures + 1)); }

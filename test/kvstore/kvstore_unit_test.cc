@@ -139,3 +139,39 @@ TEST_CASE("local store: push sums, updater applies, pull reads", "[kvstore]") {
   CHECK_THROWS_WITH(kv->push(7, kolo::TensorView::of(wrong)), Catch::Contains("shape [4] but init gave [3]"));
   CHECK_THROWS_WITH(kv->push({7}, std::vector<kolo::TensorView>{}), Catch::Contains("1 keys but 0 values"));
 }
+
+TEST_CASE("16-bit values are kept as float32 and rounded on pull", "[kvstore]") {
+  using kolo::Half;
+  using kolo::BFloat16;
+  auto kv = kolo::KVStore::create("local");
+  auto halves = [](std::initializer_list<float> xs) {
+    std::vector<Half> h;
+    for (float x : xs) h.push_back(kolo::float_to_half(x));
+    return h;
+  };
+  std::vector<Half> w = halves({1.0f, 2048.0f}), g1 = halves({0.5f, 1.0f}), g2 = halves({0.25f, 1.0f}), out(2);
+  kv->init(1, kolo::TensorView::of(w.data(), {2}));
+  kv->set_optimizer({.kind = "sgd", .learning_rate = 1.0});
+  // Summed and applied in float32: 2048 - 2 is exact there (and in fp16); 1 - 0.75 = 0.25.
+  kv->push({1, 1}, {kolo::TensorView::of(g1.data(), {2}), kolo::TensorView::of(g2.data(), {2})});
+  kv->pull(1, kolo::TensorView::of(out.data(), {2}));
+  CHECK(kolo::half_to_float(out[0]) == 0.25f);
+  CHECK(kolo::half_to_float(out[1]) == 2046.0f);
+  // float32 master weights: 2046 - 0.5 four times is 2044; an fp16 weight would never move
+  // (fp16's spacing is 1 here: 2045.5 rounds back to 2046).
+  std::vector<Half> small = halves({0.0f, 0.5f});
+  for (int i = 0; i < 4; ++i) kv->push(1, kolo::TensorView::of(small.data(), {2}));
+  kv->pull(1, kolo::TensorView::of(out.data(), {2}));
+  CHECK(kolo::half_to_float(out[1]) == 2044.0f);
+
+  std::vector<BFloat16> b = {kolo::float_to_bf16(3.0f)}, bout(1);
+  kv->init(2, kolo::TensorView::of(b.data(), {1}));
+  kv->pull(2, kolo::TensorView::of(bout.data(), {1}));
+  CHECK(kolo::bf16_to_float(bout[0]) == 3.0f);
+
+  std::vector<float> f(2);
+  CHECK_THROWS_WITH(kv->push(1, kolo::TensorView::of(f)), Catch::Contains("key 1: dtype float32 but init gave float16"));
+  std::vector<double> d(2);
+  CHECK_THROWS_WITH(kv->init(3, kolo::TensorView::of(d)),
+                    Catch::Contains("key 3: dtype float64, but the store holds float32"));
+}

@@ -4,8 +4,9 @@
 //
 // Checks: kolo counts the hosts and the ranks on each as launched; ranks kolo groups on one
 // host share a hostname and a /dev/shm, ranks on different hosts share neither; and in a
-// large allreduce only each host's leader sends over TCP, about the tensor's size (shared
-// memory within the host, MPI between host leaders), where a flat allreduce has every rank send.
+// large allreduce each host sends the tensor once over TCP: every local rank its slice
+// (sliced, the default), or the leader all of it (KOLO_CROSS_HOST_ALLREDUCE=leader: the
+// others send nothing, where a flat allreduce has every rank send).
 #include <dirent.h>
 #include <linux/tcp.h>
 #include <mpi.h>
@@ -121,7 +122,8 @@ TEST_CASE("hosts: each host has its own /dev/shm, shared by its ranks", "[hosts]
   CHECK("/dev/shm/" + seen[0] == mine);
 }
 
-TEST_CASE("hosts: in a large allreduce only the host leaders send over the network (hierarchical)", "[hosts]") {
+TEST_CASE("hosts: in a large allreduce each host sends the tensor once, split as the cross-host path says",
+          "[hosts]") {
   int hosts = 0, per_host = 0;
   if (!expected_layout(&hosts, &per_host) || hosts != 2 || per_host < 2) return;
   const size_t n = 4u << 20;  // 16 MiB of floats
@@ -140,11 +142,20 @@ TEST_CASE("hosts: in a large allreduce only the host leaders send over the netwo
   INFO("rank " << rank() << " (local rank " << local_rank() << " on " << my_hostname() << ") sent "
                << (after - before) << " bytes over TCP for a " << n * sizeof(float) << "-byte allreduce (" << ratio
                << "x)");
-  if (local_rank() == 0) {
-    // The two leaders exchange the tensor once each way.
-    CHECK(ratio > 0.75);
-    CHECK(ratio < 1.25);
+  const char* path = std::getenv("KOLO_CROSS_HOST_ALLREDUCE");
+  if (path != nullptr && std::string(path) == "leader") {
+    if (local_rank() == 0) {
+      // The two leaders exchange the tensor once each way.
+      CHECK(ratio > 0.75);
+      CHECK(ratio < 1.25);
+    } else {
+      CHECK(ratio < 0.01);  // shared memory only; a flat allreduce has every rank send
+    }
   } else {
-    CHECK(ratio < 0.01);  // shared memory only; a flat allreduce has every rank send
+    // Sliced (the default): local rank i exchanges slice i (1/per_host of the tensor) with
+    // local rank i of the other host, once each way; the host sends the tensor once in all.
+    const double share = 1.0 / per_host;
+    CHECK(ratio > 0.75 * share);
+    CHECK(ratio < 1.25 * share);
   }
 }

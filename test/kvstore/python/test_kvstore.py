@@ -114,6 +114,24 @@ def test_values_of_one_key_are_summed_and_outs_all_filled(kv):
         assert torch.equal(o, torch.full((3,), -3.0 * kv.num_workers))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_values_have_float32_master_weights(kv, dtype):
+    """The store keeps float32 (MXNet's multi_precision): 64 rounds of +1/32 move 256 to 258
+    exactly; a 16-bit weight would never move (256 + 1/32 is 256 in float16, spacing 0.25,
+    and in bfloat16, spacing 2)."""
+    n, key = kv.num_workers, "half.%s" % str(dtype).split(".")[-1]
+    kv.init(key, torch.full((3,), 256.0, dtype=dtype))
+    kv.set_optimizer(SGD(learning_rate=2.0, rescale_grad=1.0 / n))
+    for _ in range(64):
+        kv.push(key, torch.full((3,), -1.0 / 64, dtype=dtype))
+    kv.barrier()
+    out = torch.empty(3, dtype=dtype)
+    kv.pull(key, out=out)
+    assert torch.equal(out, torch.full((3,), 258.0, dtype=dtype)), out
+    with pytest.raises(hvd.KoloError, match=r"dtype float32 but init gave"):
+        kv.push(key, torch.zeros(3))
+
+
 def test_errors_name_the_key_and_the_cause(kv):
     kv.init("err.w", torch.zeros(3, 2))
     with pytest.raises(hvd.KoloError, match=r"push key 'err.w' \(id \d+\): shape \[4\] but init gave \[3,2\]"):

@@ -1,0 +1,94 @@
+// The sliced allreduce across hosts (ops/shm/shm_hierarchical.h): host-local reduce-scatter,
+// a ring per slice between hosts, host-local allgather, pipelined over chunks.
+//
+// Schedule, the same on every rank (the shared-memory steps must line up): for chunk c,
+// first finish chunk c - kSlicedInFlight (wait for its ring, then gather_slices), then
+// reduce_slice chunk c into staging buffer c % kSlicedInFlight and start its ring; at the
+// end finish the chunks still in flight. While a rank waits for a local peer, the group's
+// idle hook keeps its rings moving (ShmExecutor sets it), so no rank's ring waits on a peer
+// that sits in a shared-memory wait, and its share of the link does not idle.
+#include <algorithm>
+
+#include "ops/cpu_reduce.h"
+#include "ops/shm/shm_hierarchical.h"
+#include "ops/shm/shm_pieces.h"
+
+namespace kolo::shm {
+namespace {
+
+// Elements per chunk: the buffer in up to kSlicedInFlight equal chunks, so that the
+// host-local work of one chunk overlaps the transfer of the others, of at least 512 KiB per
+// local rank (each chunk costs two barriers and 2(P-1) messages between hosts, each a
+// rendezvous in Open MPI above its eager limit) and at most a slot (what reduce_slice can
+// stage).
+size_t chunk_elements(size_t total, size_t slot_elements, int local_size, size_t esize) {
+  const size_t least = std::max<size_t>(1, (size_t{512} << 10) * static_cast<size_t>(local_size) / esize);
+  const size_t pieces = std::clamp<size_t>(total / least, 1, kSlicedInFlight);
+  return std::max<size_t>(1, std::min(slot_elements, (total + pieces - 1) / pieces));
+}
+
+}  // namespace
+
+Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::span<const Piece> pieces,
+                        DType dtype, ReduceOp op, double prescale, double postscale) {
+  KOLO_RETURN_IF_ERROR(local.health());  // after a failure the staging buffers stay MPI's
+  SlicedState& st = *comms.sliced;
+  const size_t esize = dtype_size(dtype);
+  const int n = local.local_size();
+  const int r = local.local_rank();
+  size_t total = 0;
+  for (const Piece& p : pieces) total += p.count;
+  if (total == 0) return Status::ok();
+  const size_t chunk = chunk_elements(total, local.slot_bytes() / esize, n, esize);
+  const size_t chunks = (total + chunk - 1) / chunk;
+  const size_t stage_bytes = detail::Slicing(chunk, n, esize).len(0) * esize;
+  if (st.stage.size() < kSlicedInFlight) st.stage.resize(kSlicedInFlight);
+  for (auto& b : st.stage) {
+    if (b.size() < stage_bytes) b.resize(stage_bytes);
+  }
+  CrossRing::Finish finish;
+  if (ops::needs_postscale(op, comms.global_size, postscale)) {
+    finish = [dtype, op, ranks = comms.global_size, postscale](void* seg, size_t count) {
+      ops::apply_postscale(seg, count, dtype, op, ranks, postscale);
+    };
+  }
+  const auto failed = [&](Status s) {
+    st.ring.abandon();
+    return local.abort(std::move(s));
+  };
+  const auto range = [&](size_t c, size_t* off, size_t* m) {
+    *off = c * chunk;
+    *m = std::min(chunk, total - *off);
+  };
+  const auto gather = [&](size_t c) -> Status {
+    const int slot = static_cast<int>(c % kSlicedInFlight);
+    Status w = st.ring.wait(slot);
+    if (!w.is_ok()) return failed(w);
+    size_t off = 0, m = 0;
+    range(c, &off, &m);
+    Status s = local.gather_slices(pieces, off, m, dtype, st.stage[slot].data());
+    if (!s.is_ok()) st.ring.abandon();
+    return s;
+  };
+  for (size_t c = 0; c < chunks; ++c) {
+    if (c >= kSlicedInFlight) KOLO_RETURN_IF_ERROR(gather(c - kSlicedInFlight));
+    const int slot = static_cast<int>(c % kSlicedInFlight);
+    size_t off = 0, m = 0;
+    range(c, &off, &m);
+    Status s = local.reduce_slice(pieces, total, off, m, dtype, op, prescale, st.stage[slot].data(), c == 0);
+    if (!s.is_ok()) {
+      st.ring.abandon();
+      return s;
+    }
+    const size_t mine = detail::Slicing(m, n, esize).len(r);
+    s = st.ring.start(slot, st.stage[slot].data(), mine, dtype, op, finish);
+    if (s.is_ok()) s = st.ring.poll();
+    if (!s.is_ok()) return failed(s);
+  }
+  for (size_t c = chunks > kSlicedInFlight ? chunks - kSlicedInFlight : 0; c < chunks; ++c) {
+    KOLO_RETURN_IF_ERROR(gather(c));
+  }
+  return Status::ok();
+}
+
+}  // namespace kolo::shm
