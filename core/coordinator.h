@@ -175,6 +175,7 @@ class Coordinator {
   bool fast_pause_out_ = false;               // rank 0: pause everyone in the next list
   RequestList fast_to_root_;                  // a worker's demoted requests, to send
   std::chrono::steady_clock::time_point round_opened_, last_age_scan_;
+  bool round_warned_ = false;  // the open round's slow peer was reported (once per round)
   std::chrono::steady_clock::duration fast_max_hold_;  // held longer: demoted (stall inspector)
   std::vector<uint32_t> fast_ids_, fast_agreed_;       // scratch
   std::vector<FastHeld> fast_run_;                      // scratch: a round's tensors

@@ -41,7 +41,7 @@ class DistStore final : public KVStore {
 
   void set_optimizer(const KVOptimizer& o) override {
     require_worker("set_optimizer");
-    throw_if_error(validate(o));
+    throw_if_error(validate_for(o, type()));
     const auto bytes = encode(o);
     Status s = Status::ok();
     if (rank() == 0) s = to_every_server(Op::kSetOptimizer, bytes, nullptr);

@@ -23,7 +23,7 @@ class LocalStore final : public KVStore {
   int num_workers() const override { return allreduce_ ? kolo::size() : 1; }
 
   void set_optimizer(const KVOptimizer& o) override {
-    throw_if_error(validate(o));
+    throw_if_error(validate_for(o, type()));
     optimizer_ = std::make_unique<Updater>(o);
     custom_ = {};
   }

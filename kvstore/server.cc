@@ -124,6 +124,7 @@ Status Server::handle(const Header& h, int source) {
   // another worker's push may change them while the send is in flight: send a copy.
   if (sync_) return reply(source, h, s.weight.data(), bytes);
   auto copy = std::make_shared<std::vector<float>>(s.weight);
+  if (optimizer_ && optimizer_->options().lookahead && !custom_) optimizer_->look_ahead(h.key, h.offset, *copy);
   Header r = h;
   r.failed = 0;
   r.payload_bytes = bytes;

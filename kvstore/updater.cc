@@ -28,6 +28,15 @@ Status validate(const KVOptimizer& o) {
   if (o.wd < 0) return bad("wd " + std::to_string(o.wd) + " is negative");
   if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1) return bad("beta1 and beta2 must be in [0, 1)");
   if (o.epsilon <= 0) return bad("epsilon must be positive");
+  if (o.lookahead && (o.kind != "sgd" || o.momentum <= 0)) return bad("lookahead needs sgd with momentum > 0");
+  return Status::ok();
+}
+
+Status validate_for(const KVOptimizer& o, const std::string& store_type) {
+  KOLO_RETURN_IF_ERROR(validate(o));
+  if (o.lookahead && store_type != "dist_async")
+    return Status::invalid_argument("KVOptimizer: lookahead is for dist_async (in " + store_type +
+                                    " every worker computes its gradient at the weights the update is applied to)");
   return Status::ok();
 }
 
@@ -36,6 +45,7 @@ std::vector<uint8_t> encode(const KVOptimizer& o) {
   w.put_string(o.kind);
   for (double d : {o.learning_rate, o.momentum, o.wd, o.rescale_grad, o.clip_gradient, o.beta1, o.beta2, o.epsilon})
     w.put(d);
+  w.put(static_cast<uint8_t>(o.lookahead));
   return std::move(w.bytes());
 }
 
@@ -46,6 +56,7 @@ Status decode(const uint8_t* p, size_t n, KVOptimizer* out) {
   for (double* d : {&o.learning_rate, &o.momentum, &o.wd, &o.rescale_grad, &o.clip_gradient, &o.beta1, &o.beta2,
                     &o.epsilon})
     *d = r.get<double>();
+  o.lookahead = r.get<uint8_t>() != 0;
   if (!r.ok() || !r.at_end()) return Status::invalid_argument("KVOptimizer message of " + std::to_string(n) + " bytes is malformed");
   *out = o;
   return validate(o);
@@ -84,6 +95,13 @@ void Updater::apply(int key, int64_t offset, std::span<const float> grad, std::s
     s.b[i] = b2 * s.b[i] + (1 - b2) * g * g;
     weight[i] -= step * s.a[i] / (std::sqrt(s.b[i]) + eps);
   }
+}
+
+void Updater::look_ahead(int key, int64_t offset, std::span<float> weight) const {
+  auto it = state_.find({key, offset});
+  if (it == state_.end() || it->second.a.size() != weight.size()) return;  // no update yet
+  const auto mom = static_cast<float>(opt_.momentum);
+  for (size_t i = 0; i < weight.size(); ++i) weight[i] += mom * it->second.a[i];
 }
 
 std::vector<uint8_t> Updater::save() const {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,8 @@ namespace kolo::kv {
 
 // Ok, or an invalid_argument naming the field (unknown kind, negative rate, ...).
 Status validate(const KVOptimizer& o);
+// validate(), and lookahead only for a store of type "dist_async" (where pulls race pushes).
+Status validate_for(const KVOptimizer& o, const std::string& store_type);
 std::vector<uint8_t> encode(const KVOptimizer& o);
 Status decode(const uint8_t* p, size_t n, KVOptimizer* out);
 
@@ -26,6 +29,8 @@ class Updater {
   const KVOptimizer& options() const { return opt_; }
   // weight[i] updated from grad[i] (same size), with the state of slice (key, offset).
   void apply(int key, int64_t offset, std::span<const float> grad, std::span<float> weight);
+  // KVOptimizer::lookahead: weight += momentum * mom of slice (key, offset), if it has any.
+  void look_ahead(int key, int64_t offset, std::span<float> weight) const;
 
   // The state of every slice, as bytes; load() takes the slices this holder owns out of a
   // saved set: `owned` lists (key, offset, size); a saved slice of an owned (key, offset)

@@ -45,6 +45,7 @@ void KvPath::start(nn::ParamStore& params) {
   opt.momentum = o_.momentum;
   opt.wd = o_.weight_decay;
   opt.rescale_grad = 1.0 / kv_->num_workers();
+  opt.lookahead = o_.kv_lookahead;
   kv_->set_optimizer(opt);
   kv_->pull(keys_, views(params, false));  // every worker starts from worker 0's weights
 }

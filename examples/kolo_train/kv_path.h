@@ -5,7 +5,9 @@
 // One key per parameter tensor (its index in the model's ParamStore). Worker 0's initial
 // weights are the store's; the optimizer (sgd with momentum and weight decay, MXNet's rule)
 // runs where the weights live, with rescale_grad = 1/workers, so a dist_sync update uses the
-// mean gradient over the global batch — as the allreduce path does. A step: the whole
+// mean gradient over the global batch — as the allreduce path does — and a dist_async one the
+// same step per sample (MXNet's Module scales async pushes by 1/batch, a full step each: worse
+// here, docs/kvstore.md). --kv-lookahead sets KVOptimizer::lookahead (dist_async). A step: the whole
 // backward pass, then push every gradient and pull every weight (no overlap with the
 // backward pass). The servers keep a constant learning rate.
 // Server ranks serve() until the workers are done. Workers must not call kolo's collectives

@@ -42,6 +42,9 @@ void add_flags(CLI::App& app, kolo::train::TrainOptions& o) {
                  "allreduce | local | dist_sync | dist_async: dist_* make the last KOLO_NUM_SERVERS ranks parameter "
                  "servers (docs/kvstore.md)")
       ->capture_default_str();
+  app.add_flag("--kv-lookahead", o.kv_lookahead,
+               "dist_async: pulls return the weights plus momentum times the server's momentum (less staleness; "
+               "docs/kvstore.md)");
   app.add_option("--device", o.device, "cpu | gpu (GPU: local rank % visible GPUs)")->capture_default_str();
 }
 

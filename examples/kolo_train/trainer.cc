@@ -389,6 +389,8 @@ void write_metrics(const TrainOptions& o, const nlohmann::json& m) {
 nlohmann::json run_training(const TrainOptions& o) {
   nn::set_num_threads(o.threads);
   std::unique_ptr<KvPath> kv;
+  if (o.kv_lookahead && o.kv_store != "dist_async")
+    throw std::invalid_argument("--kv-lookahead takes --kv-store dist_async (the other types have no stale pulls)");
   if (o.kv_store != "allreduce") {
     kv = std::make_unique<KvPath>(o);
     if (kv->is_server()) {  // no data, no model: weights arrive by init

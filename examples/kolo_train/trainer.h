@@ -73,6 +73,7 @@ struct TrainOptions {
   // KVStore), "dist_sync" / "dist_async" (the last KOLO_NUM_SERVERS ranks are parameter
   // servers that run the optimizer; examples/kolo_train/kv_path.h).
   std::string kv_store = "allreduce";
+  bool kv_lookahead = false;  // dist_async: KVOptimizer::lookahead
 };
 
 // Runs the whole training and returns the metrics (also written to metrics_json by rank 0

@@ -55,6 +55,11 @@ struct KVOptimizer {
   double rescale_grad = 1.0;
   double clip_gradient = -1.0;  // < 0: no clipping
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  // dist_async, sgd with momentum only: a pull returns w + momentum*mom, the point the shared
+  // momentum carries the weights to by the next update, instead of w. A worker's gradient is
+  // then computed near where the server applies it (after the other workers' pushes), which
+  // takes most of the staleness out of momentum SGD (docs/kvstore.md, "dist_async accuracy").
+  bool lookahead = false;
 };
 
 // A custom update: `weight` (elements [offset, offset+size) of key `key`) from `grad`, the

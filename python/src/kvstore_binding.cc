@@ -113,7 +113,7 @@ void bind_kvstore(py::module_& m) {
       .def(
           "set_optimizer",
           [](PyKVStore& s, const std::string& kind, double lr, double momentum, double wd, double rescale_grad,
-             double clip_gradient, double beta1, double beta2, double epsilon) {
+             double clip_gradient, double beta1, double beta2, double epsilon, bool lookahead) {
             KVOptimizer o;
             o.kind = kind;
             o.learning_rate = lr;
@@ -124,10 +124,11 @@ void bind_kvstore(py::module_& m) {
             o.beta1 = beta1;
             o.beta2 = beta2;
             o.epsilon = epsilon;
+            o.lookahead = lookahead;
             without_gil([&] { s.get().set_optimizer(o); });
           },
           py::arg("kind"), py::arg("learning_rate"), py::arg("momentum"), py::arg("wd"), py::arg("rescale_grad"),
-          py::arg("clip_gradient"), py::arg("beta1"), py::arg("beta2"), py::arg("epsilon"))
+          py::arg("clip_gradient"), py::arg("beta1"), py::arg("beta2"), py::arg("epsilon"), py::arg("lookahead") = false)
       .def(
           "set_updater", [](PyKVStore& s, py::object fn) { s.get().set_updater(updater_from(std::move(fn))); },
           py::arg("updater"), "updater(key, offset, grad_ptr, weight_ptr, size), or None")

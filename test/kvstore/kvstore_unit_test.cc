@@ -95,6 +95,35 @@ TEST_CASE("optimizer options travel and bad ones are named", "[kvstore]") {
   CHECK_THAT(kolo::kv::validate(o).message(), Catch::Contains("momentum"));
 }
 
+TEST_CASE("lookahead: a pull sees w + momentum*mom; dist_async with momentum SGD only", "[kvstore]") {
+  kolo::KVOptimizer o;
+  o.learning_rate = 0.5;
+  o.momentum = 0.5;
+  o.lookahead = true;
+  auto bytes = kolo::kv::encode(o);
+  kolo::KVOptimizer back;
+  REQUIRE(kolo::kv::decode(bytes.data(), bytes.size(), &back).is_ok());
+  CHECK(back.lookahead);
+  kolo::kv::Updater u(o);
+  std::vector<float> w = {1.0f}, seen = w;
+  u.look_ahead(0, 0, seen);  // no update yet: no momentum to look ahead with
+  CHECK(seen[0] == 1.0f);
+  const std::vector<float> g = {1.0f};
+  u.apply(0, 0, g, w);  // mom = -0.5, w = 0.5
+  u.apply(0, 0, g, w);  // mom = -0.25 - 0.5 = -0.75, w = -0.25
+  seen = w;
+  u.look_ahead(0, 0, seen);
+  CHECK(w[0] == -0.25f);
+  CHECK(seen[0] == -0.25f + 0.5f * -0.75f);
+  CHECK(kolo::kv::validate_for(o, "dist_async").is_ok());
+  CHECK_THAT(kolo::kv::validate_for(o, "dist_sync").message(), Catch::Contains("lookahead is for dist_async"));
+  o.momentum = 0;
+  CHECK_THAT(kolo::kv::validate(o).message(), Catch::Contains("lookahead needs sgd with momentum"));
+  auto kv = kolo::KVStore::create("local");
+  o.momentum = 0.9;
+  CHECK_THROWS_WITH(kv->set_optimizer(o), Catch::Contains("lookahead is for dist_async"));
+}
+
 TEST_CASE("optimizer state saved and loaded per slice", "[kvstore]") {
   kolo::KVOptimizer o;
   o.momentum = 0.9;

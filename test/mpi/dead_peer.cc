@@ -103,6 +103,9 @@ int slow(int victim) {
   const int stopper = victim == 0 ? 1 : 0;
   std::vector<float> v(1 << 20, 1.0f);
   kolo::allreduce(kolo::TensorView::of(v), "before", {kolo::ReduceOp::kSum});
+  // "during" negotiated twice before the stop: on one host the steps below agree on it
+  // through the fast path's board, whose rounds must wait for a stopped peer too.
+  for (int i = 0; i < 2; ++i) kolo::allreduce(kolo::TensorView::of(v), "during", {kolo::ReduceOp::kSum});
   if (kolo::rank() == stopper) {
     int32_t vpid = 0;
     std::memcpy(&vpid, pids.bytes.data() + 4 * static_cast<size_t>(victim), 4);

@@ -3,6 +3,8 @@
 //   bad-env           a malformed KOLO_* value stops init() with a clear message
 //   shutdown-pending  rank 1 shuts down while rank 0 waits on a tensor only it submitted
 //   stall-shutdown    ranks submit different names; KOLO_STALL_SHUTDOWN_TIME_SECONDS ends it
+//   *-board           shutdown-pending and stall-shutdown with names every rank ran twice
+//                     before: on one host the waiting tensor sits on the fast path's board
 //   set-stall         np 3, KOLO_PROCESS_SETS=1,2: rank 1 submits on the set, rank 2 never
 //                     does (ranks 0 and 2 wait on a global name rank 1 never submits, a
 //                     second later); the stall shutdown names the set and the missing rank
@@ -192,7 +194,12 @@ int main(int argc, char** argv) {
   }
   int rc = 1;
   std::vector<float> v(16, 1.0f);
-  if (which == "shutdown-pending") {
+  if (which == "shutdown-pending-board" || which == "stall-shutdown-board") {
+    // Negotiated twice through rank 0 and cached: the next submission goes to the board.
+    for (const char* name : {"orphan", "lonely", "elsewhere"})
+      for (int i = 0; i < 2; ++i) kolo::allreduce(kolo::TensorView::of(v), name, {kolo::ReduceOp::kSum});
+  }
+  if (which == "shutdown-pending" || which == "shutdown-pending-board") {
     if (kolo::rank() == 0) {
       rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), "orphan"), "PENDING-FAILED");
     } else {
@@ -200,7 +207,7 @@ int main(int argc, char** argv) {
       rc = 0;
     }
     if (kolo::rank() == 1) kolo::shutdown();
-  } else if (which == "stall-shutdown") {
+  } else if (which == "stall-shutdown" || which == "stall-shutdown-board") {
     const std::string name = kolo::rank() == 0 ? "lonely" : "elsewhere";
     rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), name), "STALL-FAILED");
   } else if (which == "set-stall") {

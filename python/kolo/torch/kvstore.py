@@ -42,12 +42,14 @@ KoloError = _kolo.KoloError
 
 class SGD:
     """MXNet's SGD: g = clip(rescale_grad*grad) + wd*w; mom = momentum*mom - lr*g; w += mom
-    (without momentum: w -= lr*g). clip_gradient None: no clipping."""
+    (without momentum: w -= lr*g). clip_gradient None: no clipping. lookahead (dist_async,
+    momentum > 0): pulls return w + momentum*mom (docs/kvstore.md, "dist_async accuracy")."""
     kind = "sgd"
 
-    def __init__(self, learning_rate=0.01, momentum=0.0, wd=0.0, rescale_grad=1.0, clip_gradient=None):
+    def __init__(self, learning_rate=0.01, momentum=0.0, wd=0.0, rescale_grad=1.0, clip_gradient=None,
+                 lookahead=False):
         self.learning_rate, self.momentum, self.wd = learning_rate, momentum, wd
-        self.rescale_grad, self.clip_gradient = rescale_grad, clip_gradient
+        self.rescale_grad, self.clip_gradient, self.lookahead = rescale_grad, clip_gradient, lookahead
         self.beta1, self.beta2, self.epsilon = 0.9, 0.999, 1e-8
 
     def __repr__(self):
@@ -182,7 +184,8 @@ class KVStore:
         o = optimizer
         clip = -1.0 if o.clip_gradient is None else float(o.clip_gradient)
         self._call(self._kv.set_optimizer, o.kind, float(o.learning_rate), float(o.momentum), float(o.wd),
-                   float(o.rescale_grad), clip, float(o.beta1), float(o.beta2), float(o.epsilon))
+                   float(o.rescale_grad), clip, float(o.beta1), float(o.beta2), float(o.epsilon),
+                   bool(o.lookahead))
 
     def set_updater(self, updater):
         """MXNet's updater(key, grad, weight): updates `weight` in place from `grad` (the

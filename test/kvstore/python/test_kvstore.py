@@ -87,6 +87,28 @@ def test_async_trains(kv):
     assert last < 0.3 * first, "loss %g -> %g" % (first, last)
 
 
+def test_lookahead_pulls_weights_plus_momentum(kv):
+    """dist_async with lookahead: after n*P equal pushes, a pull returns w + momentum*mom
+    (exact binary fractions); the other types refuse the option."""
+    opt = SGD(learning_rate=0.5, momentum=0.5, lookahead=True)
+    if kv.type != "dist_async":
+        with pytest.raises(hvd.KoloError, match="lookahead is for dist_async"):
+            kv.set_optimizer(opt)
+        return
+    kv.init("la.w", torch.zeros(4))
+    kv.set_optimizer(opt)
+    for _ in range(3):
+        kv.push("la.w", torch.ones(4))
+    kv.barrier()
+    out = torch.empty(4)
+    kv.pull("la.w", out=out)
+    w = mom = 0.0
+    for _ in range(3 * kv.num_workers):
+        mom = 0.5 * mom - 0.5
+        w += mom
+    assert torch.equal(out, torch.full((4,), w + 0.5 * mom)), (out, w, mom)
+
+
 def test_every_push_applied_exactly_once(kv):
     """Worker r pushes -(r+1) P times into w -= g: the result is P*n(n+1)/2 exactly (keys of
     40 elements are split across the servers by KOLO_KVSTORE_BIGARRAY_BOUND=16)."""
