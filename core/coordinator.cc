@@ -139,7 +139,41 @@ Status Coordinator::add_request(const Request& q, int rank, Clock::time_point no
     if (first) timeline_->begin(q.name, "NEGOTIATE");
     timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
   }
+  if (!set_tables_.empty() && q.group.empty()) fail_cross_set(q, rank, table);
   return Status::ok();
+}
+
+// Rank `rank` submitted q.name on set B (`table`) while the name is pending on another set A
+// from rank j. If j is a member of B and `rank` a member of A, neither collective can ever
+// complete: each waits for a rank that holds the name in flight on the other set (a rank
+// runs one collective per name at a time). Both fail now, on every rank that submitted them.
+void Coordinator::fail_cross_set(const Request& q, int rank, MessageTable* table) {
+  const std::vector<int>* b = q.process_set == 0 ? nullptr : set_members(q.process_set);
+  const auto in = [](const std::vector<int>* set, int r) {  // nullptr: the global set
+    return set == nullptr || std::binary_search(set->begin(), set->end(), r);
+  };
+  std::vector<int> ranks;
+  const auto check = [&](int32_t id, MessageTable* other) {
+    if (other == table || !other->pending_ranks(q.name, &ranks)) return;
+    const std::vector<int>* a = id == 0 ? nullptr : set_members(id);
+    if (!in(a, rank)) return;
+    std::vector<int> blocking;  // submitted on A, awaited by B
+    for (int j : ranks)
+      if (in(b, j)) blocking.push_back(j);
+    if (blocking.empty()) return;
+    auto set_text = [&](int32_t s, const std::vector<int>* m) {
+      return m == nullptr ? std::string("the global process set") : describe_process_set(s, *m);
+    };
+    const std::string why = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": submitted on " +
+                            set_text(q.process_set, b) + " by rank " + std::to_string(rank) + " but on " +
+                            set_text(id, a) + " by rank" + (blocking.size() > 1 ? "s " : " ") + join_ranks(blocking) +
+                            "; each set waits for a rank that has the name in flight on the other (a rank runs "
+                            "one collective per name at a time), so both fail. Use one name per process set";
+    other->fail_pending(q.name, why);
+    table->fail_pending(q.name, why);
+  };
+  check(0, &table_);
+  for (auto& [id, t] : set_tables_) check(id, t.get());
 }
 
 Coordinator::~Coordinator() { join(); }

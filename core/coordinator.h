@@ -96,6 +96,8 @@ class Coordinator {
   // Process sets (core/process_set.h, docs/collectives.md). Rank 0: the table negotiating
   // set `id`, made on first use; null if the set is not registered here.
   MessageTable* table_for(int32_t id);
+  // Rank 0: fails q.name on its set and on another set where the two wait for each other.
+  void fail_cross_set(const Request& q, int rank, MessageTable* table);
   // Rank 0: everything negotiated on every set, in one plan (global set first).
   std::vector<Response> take_ready_all();
   // The job ranks of set `id` as this rank knows them (null: not registered).

@@ -84,6 +84,27 @@ void MessageTable::mark_if_complete(uint32_t index, Slot& slot) {
     ready_bytes_ += static_cast<size_t>(num_elements(slot.first.shape)) * dtype_size(slot.first.dtype);
 }
 
+bool MessageTable::pending_ranks(const std::string& name, std::vector<int>* job_ranks) const {
+  const int64_t i = slots_.find(name);
+  if (i < 0) return false;
+  const Slot& slot = slots_.value(static_cast<uint32_t>(i));
+  if (slot.done || !slot.first.group.empty()) return false;
+  job_ranks->clear();
+  for (int r = 0; r < size_; ++r)
+    if (slot.have[r]) job_ranks->push_back(global(r));
+  return true;
+}
+
+void MessageTable::fail_pending(const std::string& name, const std::string& message) {
+  const int64_t i = slots_.find(name);
+  if (i < 0) return;
+  Slot& slot = slots_.value(static_cast<uint32_t>(i));
+  if (slot.done || !slot.first.group.empty()) return;
+  if (slot.poison.empty()) slot.poison = message;
+  slot.done = true;
+  completed_.push_back(static_cast<uint32_t>(i));
+}
+
 Status MessageTable::join(int rank) {
   if (rank < 0 || rank >= size_) return Status::internal("join from unknown rank " + std::to_string(rank));
   if (joined_[rank])

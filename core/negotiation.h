@@ -50,6 +50,13 @@ class MessageTable {
   int num_joined() const { return num_joined_; }
   void reset_join();
 
+  // Whether `name` is pending here (submitted by some ranks, not yet complete, not a group
+  // member); if so, *job_ranks gets the job ranks that submitted it.
+  bool pending_ranks(const std::string& name, std::vector<int>* job_ranks) const;
+  // Completes the pending `name` now as an error with `message`: the next take_ready returns
+  // it, and the ranks that submitted it fail it (the others skip an error they lack).
+  void fail_pending(const std::string& name, const std::string& message);
+
   // Responses for the names now submitted by every rank, in the order they completed.
   std::vector<Response> take_ready();
   // The same, handed to `planner` one by one (no Response is built per fused tensor).

@@ -47,6 +47,7 @@ void TensorQueue::enqueue(uint32_t slot, const TensorView& view, const std::stri
   fill(&e.request, header, name, view);
   e.handle = std::move(handle);
   e.slot = slot;
+  e.seq = ++pushed_;
   queue_request(e.request);
 }
 
@@ -113,6 +114,7 @@ size_t TensorQueue::take_requests(std::vector<Request>* out) {
   const size_t n = num_requests_;
   out->swap(requests_);
   num_requests_ = 0;
+  taken_upto_ = pushed_;
   wake_ = false;
   wake_hint_.store(false, std::memory_order_relaxed);
   return n;
@@ -134,6 +136,7 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
       out->clear();
       return Status::internal("rank 0 scheduled \"" + n + "\", which this rank has not submitted");
     }
+    if (skip_missing && entries_.value(static_cast<uint32_t>(i)).seq > taken_upto_) continue;  // not sent yet
     if (const int32_t mine = entries_.value(static_cast<uint32_t>(i)).request.process_set; mine != process_set) {
       if (skip_missing) continue;  // the same name in flight in another set
       out->clear();

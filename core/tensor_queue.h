@@ -43,6 +43,7 @@ struct TensorEntry {
   Request request;
   std::shared_ptr<detail::HandleState> handle;
   uint32_t slot = 0;  // the queue's slot for the name (what release() frees)
+  uint64_t seq = 0;   // push order: 1, 2, ... per queue
 };
 
 class TensorQueue {
@@ -66,7 +67,10 @@ class TensorQueue {
   // are reused, not freed). The names stay reserved until release(). A name that is not
   // pending (never pushed, or already taken) is an error and takes nothing — unless
   // `skip_missing`, when such names are left out of *out. So is a name pending on another
-  // process set than `process_set` (Request::process_set).
+  // process set than `process_set` (Request::process_set). With `skip_missing` (an error
+  // response), entries whose request the coordinator has not taken yet are left out too:
+  // rank 0 cannot have meant them (a thread woken by one error of a list may resubmit the
+  // name on another set before the coordinator reaches that set's error in the same list).
   Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out,
                       bool skip_missing = false, int32_t process_set = 0);
   // How many collectives on `process_set` this rank has submitted and not yet completed.
@@ -115,6 +119,8 @@ class TensorQueue {
   SlotTable<TensorEntry> entries_;  // guarded by mu_: pending entries by name
   std::vector<Request> requests_;   // guarded by mu_: [0, num_requests_) queued, the rest spare
   size_t num_requests_ = 0;         // guarded by mu_
+  uint64_t pushed_ = 0;             // guarded by mu_: entries queued so far (TensorEntry::seq)
+  uint64_t taken_upto_ = 0;         // guarded by mu_: pushed_ at the last take_requests
   std::vector<uint32_t> taking_;    // guarded by mu_: scratch for take_entries
   std::vector<TensorEntry> spare_;  // guarded by mu_: entry buffers kept when *out shrinks
   bool closed_ = false;             // guarded by mu_

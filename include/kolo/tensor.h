@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kolo/types.h"
@@ -41,11 +43,51 @@ struct TensorView {
   static TensorView of(std::vector<T>& v) { return of(v.data(), Shape{static_cast<int64_t>(v.size())}); }
 };
 
+namespace detail {
+// Tensor memory (core/tensor_memory.cc). Blocks of kKeptBlockMin bytes or more are kept when
+// freed (up to kKeptBlocks of them, kKeptBytesMax in all, per process) and handed out again
+// to a later request they fit (at most twice its size): a result of tens of MB that a
+// collective returns every step then lands in pages already mapped, instead of pages the
+// kernel must fault in and zero on every call (about a third of a 64 MB alltoall's time
+// here). Smaller blocks go to operator new. Thread-safe.
+inline constexpr size_t kKeptBlockMin = size_t{1} << 20;
+inline constexpr size_t kKeptBlocks = 4;
+inline constexpr size_t kKeptBytesMax = size_t{256} << 20;
+void* tensor_allocate(size_t bytes);
+void tensor_deallocate(void* p, size_t bytes) noexcept;
+// Bytes currently kept for reuse (for tests).
+size_t tensor_kept_bytes();
+}  // namespace detail
+
+// The allocator of Tensor::bytes: memory from detail::tensor_allocate, and resize() leaves
+// new bytes uninitialised (kolo writes every byte of a result it returns; zeroing them first
+// cost as much as the copy itself). Code that grows a Tensor itself must write what it adds.
+template <class T>
+struct TensorAllocator {
+  using value_type = T;
+  TensorAllocator() = default;
+  template <class U>
+  TensorAllocator(const TensorAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(detail::tensor_allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { detail::tensor_deallocate(p, n * sizeof(T)); }
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;  // default-initialised: no zeroing
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+  template <class U>
+  bool operator==(const TensorAllocator<U>&) const noexcept { return true; }
+};
+using TensorBytes = std::vector<std::byte, TensorAllocator<std::byte>>;
+
 // An owning, contiguous CPU tensor.
 struct Tensor {
   DType dtype = DType::kFloat32;
   Shape shape;
-  std::vector<std::byte> bytes;
+  TensorBytes bytes;
 
   template <class T>
   const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }

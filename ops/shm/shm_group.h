@@ -21,6 +21,11 @@
 //   * alltoallv: each slot is cut into local_size sub-slots, one per destination; per step
 //     every rank publishes the next piece of what it sends to each rank, and every rank
 //     copies its pieces out of the others' slots (its own block is copied directly).
+//     Blocks of 256 KiB or more go in one copy instead: every rank publishes where its
+//     input lies, reads its blocks straight out of the peers' inputs with
+//     process_vm_readv (Linux cross-memory attach, as Open MPI's shared-memory transport
+//     does), and the ranks meet again before any returns. Two barriers in all. Where the
+//     kernel refuses it (ptrace rules), every rank falls back to the slots for good.
 //   * reduce_scatter: the same sub-slots carry the pieces of each destination's part;
 //     every rank reduces its part from all ranks (rank 0's values first, as allreduce does).
 //     One step per sub-slot of the largest part.
@@ -109,6 +114,11 @@ class ShmGroup {
     // allreduce_in_arena's pipelining chunk: one barrier per chunk; a rank copies its peers'
     // results of a chunk while they are still in the L3 cache.
     size_t arena_chunk_bytes = 4u << 20;
+    // alltoallv: when the largest block between two different ranks is at least this many
+    // bytes, the ranks read each other's inputs directly (one copy; see above) instead of
+    // going through the slots (two copies, no system call). SIZE_MAX: never. The crossover
+    // measured here (np=2, busy 2-core machine) lies between 64 KiB and 256 KiB.
+    size_t single_copy_min_bytes = 256u << 10;
   };
 
   // Out-of-band agreement among the local ranks (shm_segment.h); create() uses it twice.
@@ -219,6 +229,13 @@ class ShmGroup {
   Status reduce_chunked(std::span<const Piece> pieces, size_t total, DType dtype, ReduceOp op,
                         double prescale, double postscale, Target target, const CallDesc& d);
 
+  // alltoallv with blocks of Options::single_copy_min_bytes or more: each rank reads its blocks
+  // straight from the peers' inputs (shm_alltoall.cc). *done is false (and single_copy_ off
+  // for good, on every rank alike) where a rank could not read a peer's memory.
+  Status alltoallv_single_copy(const char* in, char* out, const std::vector<size_t>& m,
+                               const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
+                               const CallDesc& desc, bool* done);
+
   Options opts_;
   SharedMapping mapping_;
   PeerSync sync_;
@@ -227,6 +244,7 @@ class ShmGroup {
   Status broken_;            // sticky
   std::vector<const void*> srcs_;  // scratch: one source pointer per rank
   std::vector<std::byte> block_;   // scratch: one reduced block of allreduce_in_arena
+  bool single_copy_ = true;        // cross-memory attach works between the local ranks
 };
 
 }  // namespace kolo::shm

@@ -3,6 +3,7 @@
 // (a rank outside the set, disagreeing members, bad add/remove calls) on every rank of the
 // set and the runtime usable afterwards, and random sequences mixing sets and kinds.
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <thread>
 
@@ -177,6 +178,36 @@ TEST_CASE("process sets: members that disagree fail on every member, and the set
   allreduce(TensorView::of(all), "ps.after.global", {ReduceOp::kSum});
   CHECK(all == std::vector<int32_t>(2, size()));
   remove_process_set(set);
+}
+
+TEST_CASE("process sets: one name on two sets that wait for each other fails at once on both", "[process-sets]") {
+  // Rank 0 submits the name on the global set and rank 1 on the set {0,1}: the global set
+  // waits for rank 1 and the set for rank 0, and each of them holds the name in flight on the
+  // other set. Without the check this stalled until the stall inspector named it.
+  const ProcessSet pair = add_process_set({0, 1});
+  std::vector<float> v(4, 1.0f);
+  if (rank() <= 1) {
+    const auto start = std::chrono::steady_clock::now();
+    const Handle h = rank() == 0 ? allreduce_async(TensorView::of(v), "ps.two.sets", {ReduceOp::kSum})
+                                 : allreduce_async(TensorView::of(v), "ps.two.sets", {ReduceOp::kSum, 1, 1, pair});
+    const std::string e = wait_error(h, 10);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+    CHECK_THAT(e, Catch::Contains("allreduce \"ps.two.sets\": submitted on"));
+    CHECK_THAT(e, Catch::Contains("process set " + std::to_string(pair.id()) + " (ranks 0,1)"));
+    CHECK_THAT(e, Catch::Contains("the global process set"));
+    CHECK_THAT(e, Catch::Contains("by rank 0"));
+    CHECK_THAT(e, Catch::Contains("by rank 1"));
+  }
+  // Usable afterwards: the set, the global set, and the name itself on one set.
+  std::vector<int32_t> one(2, 1);
+  if (pair.included()) {
+    allreduce(TensorView::of(one), "ps.two.sets", {ReduceOp::kSum, 1, 1, pair});
+    CHECK(one == std::vector<int32_t>(2, 2));
+  }
+  std::vector<int32_t> all(2, 1);
+  allreduce(TensorView::of(all), "ps.two.sets.after", {ReduceOp::kSum});
+  CHECK(all == std::vector<int32_t>(2, size()));
+  remove_process_set(pair);
 }
 
 TEST_CASE("process sets: bad add/remove calls fail on every rank, nothing changes", "[process-sets]") {

@@ -191,6 +191,53 @@ TEST_CASE("shm allgatherv concatenates differing sizes, empty ones included", "[
   require_all_passed(out);
 }
 
+// Both alltoallv paths: through the slots (8 KiB slots: many steps) and single copy (each
+// rank reads its blocks from the peers' inputs), over uneven blocks with empty ones.
+TEST_CASE("shm alltoallv delivers every block, through the slots and in one copy", "[shm]") {
+  const int n = 3;
+  const auto N = static_cast<size_t>(n);
+  // Byte matrices, m[s * n + d] from rank s to rank d.
+  const std::vector<std::vector<size_t>> cases = {
+      {0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {1, 7, 0, 3, 0, 9000, 20000, 5, 2},
+      {40000, 0, 33333, 1, 70001, 0, 0, 65536, 12}};
+  for (size_t single_copy_min : {size_t{1}, SIZE_MAX}) {
+    const std::string name = unique_segment_name();
+    const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+      ShmGroup::Options o = small_options(name, rank, n);
+      o.single_copy_min_bytes = single_copy_min;
+      return with_group(o, agree, [&](ShmGroup& g) -> std::string {
+        for (size_t c = 0; c < cases.size(); ++c) {
+          const auto& m = cases[c];
+          // Rank s's input: its blocks for ranks 0, 1, ... end to end, drawn from (c, s).
+          auto input_of = [&](int s) {
+            size_t total = 0;
+            for (size_t d = 0; d < N; ++d) total += m[static_cast<size_t>(s) * N + d];
+            return make_input(c, s, total, DType::kUInt8, ReduceOp::kSum);
+          };
+          std::vector<std::byte> want;
+          for (int s = 0; s < n; ++s) {
+            const auto theirs = input_of(s);
+            size_t at = 0;
+            for (int d = 0; d < rank; ++d) at += m[static_cast<size_t>(s) * N + static_cast<size_t>(d)];
+            const size_t len = m[static_cast<size_t>(s) * N + static_cast<size_t>(rank)];
+            want.insert(want.end(), theirs.begin() + static_cast<std::ptrdiff_t>(at),
+                        theirs.begin() + static_cast<std::ptrdiff_t>(at + len));
+          }
+          const auto in = input_of(rank);
+          std::vector<std::byte> got(want.size(), std::byte{0xee});
+          Status s = g.alltoallv(in.data(), got.data(), m);
+          if (!s.is_ok()) return s.to_string();
+          if (got != want) return "alltoallv case " + std::to_string(c) + " differs";
+        }
+        return std::string();
+      });
+    }, kDeadline);
+    INFO("single_copy_min_bytes " << single_copy_min);
+    require_all_passed(out);
+  }
+}
+
 TEST_CASE("shm reduce_to_leader gives local rank 0 the sum and leaves the others unchanged",
           "[shm]") {
   const int n = 3;
