@@ -175,7 +175,9 @@ Status ShmGroup::usable() {
 }
 
 Status ShmGroup::record(Status s) {
-  if (!s.is_ok() && broken_.is_ok()) broken_ = opts_.local_size > 1 ? sync_.fail(s) : s;
+  // A dead peer found outside the group's own waits (e.g. by the transfers between hosts)
+  // goes to the local peers word for word, so that their pending and later errors agree.
+  if (!s.is_ok() && broken_.is_ok()) broken_ = opts_.local_size > 1 ? sync_.fail(s, sync_.is_job_verdict(s)) : s;
   return s;
 }
 

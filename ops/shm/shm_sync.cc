@@ -182,6 +182,12 @@ Status PeerSync::fail(Status s, bool verbatim) {
   return s;
 }
 
+bool PeerSync::is_job_verdict(const Status& s) const {
+  if (s.is_ok() || watch_ == nullptr) return false;
+  const Status w = watch_();
+  return !w.is_ok() && w.message() == s.message();
+}
+
 Status PeerSync::published_failure() const {
   uint64_t w = header_->abort_word.load(std::memory_order_acquire);
   if (w == 0) return Status::ok();

@@ -108,6 +108,10 @@ class PeerSync {
   Status fail(Status s, bool verbatim = false);
   // The failure some rank published, or ok.
   Status published_failure() const;
+  // Whether `s` is the job's own verdict (the watch reports the same message: a dead peer),
+  // which the group's other ranks must then report verbatim, as the later submissions of
+  // every rank will. False without a watch.
+  bool is_job_verdict(const Status& s) const;
 
   // Called at every liveness probe of a wait (every 10 ms) before this rank's own check of
   // the peer it waits for; an error breaks the group with it. kolo passes the runtime's

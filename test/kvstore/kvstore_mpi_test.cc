@@ -281,7 +281,8 @@ TEST_CASE("audit: empty keys work; a corrupt optimizer-state file is refused and
     REQUIRE(bytes.size() > 16);
     auto write = [](const std::string& path, const char* p, size_t n) {
       std::FILE* o = std::fopen(path.c_str(), "wb");
-      std::fwrite(p, 1, n, o);
+      REQUIRE(o != nullptr);
+      if (n > 0) std::fwrite(p, 1, n, o);  // fwrite's pointer must not be null, even for 0 bytes
       std::fclose(o);
     };
     write(bad[0], bytes.data(), bytes.size() - 7);
