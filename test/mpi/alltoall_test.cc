@@ -165,3 +165,75 @@ TEST_CASE("alltoall: mismatches fail on every rank, naming the ranks and values"
                Catch::Contains("splits is empty"));
   }
 }
+
+namespace {
+
+// Rows rank `src` sends to rank `dst` in phase `p`: phase 1 changes rank n-1's splits only,
+// phase 2 rank 0's only (their totals change too); phase 3 is the even split of phase 0's
+// total where it divides.
+int64_t phase_split(int p, int src, int dst) {
+  const int64_t base = 1 + (src + 2 * dst) % 3;
+  if (p == 1 && src == size() - 1) return dst == 0 ? 0 : base + 1;
+  if (p == 2 && src == 0) return dst == size() - 1 ? base + 2 : base;
+  return base;
+}
+
+// One alltoall under `name` with phase p's splits (rows of 2 int32), checked exactly.
+void run_phase(const std::string& name, int p, int step) {
+  const int n = size(), me = rank();
+  std::vector<int64_t> mine;
+  int64_t rows = 0;
+  for (int d = 0; d < n; ++d) rows += phase_split(p, me, d), mine.push_back(phase_split(p, me, d));
+  std::vector<int32_t> in(static_cast<size_t>(rows * 2));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = me * 100000 + step * 1000 + static_cast<int32_t>(i);
+  Handle h = alltoall_async(TensorView::of(in.data(), {rows, 2}), mine, name);
+  wait_ok(h);
+  INFO(name << " phase " << p << " step " << step);
+  REQUIRE(h.received_splits().size() == static_cast<size_t>(n));
+  size_t at = 0, wrong = 0;
+  for (int src = 0; src < n; ++src) {
+    CHECK(h.received_splits()[src] == phase_split(p, src, me));
+    int64_t offset = 0;
+    for (int d = 0; d < me; ++d) offset += phase_split(p, src, d);
+    for (int64_t i = 0; i < phase_split(p, src, me) * 2; ++i, ++at)
+      wrong += h.output().data<int32_t>()[at] != src * 100000 + step * 1000 + static_cast<int32_t>(offset * 2 + i);
+  }
+  CHECK(h.output().shape == Shape{static_cast<int64_t>(at / 2), 2});
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("alltoall: one name repeated goes through the board; changed and bad splits stay safe", "[alltoall]") {
+  // docs/collectives.md, "Alltoall on the fast path": a rank holds a cached alltoall on the
+  // board only while its own splits are the ones it last ran with; a rank whose splits
+  // changed sends the request to rank 0 and every rank follows it there.
+  const bool board = board_in_use();
+  const std::string name = "a2a.cached";
+  const auto fast = [] { return runtime_stats().fast_collectives; };
+  auto before = fast();
+  for (int s = 0; s < 5; ++s) run_phase(name, 0, s);
+  if (board) CHECK(fast() - before >= 3);  // the first runs through rank 0; a late one may too
+  for (int p : {1, 2, 0}) {  // rank n-1's splits change, then rank 0's, then back
+    before = fast();
+    for (int s = 0; s < 5; ++s) run_phase(name, p, s);
+    if (board) CHECK(fast() - before >= 3);
+  }
+  // Splits that do not add up on rank 1 (after caching): an error on every rank.
+  const int n = size(), me = rank();
+  std::vector<int32_t> v(static_cast<size_t>(4 * n));
+  std::vector<int64_t> bad(static_cast<size_t>(n), 4);
+  if (me == 1) bad[0] = 3;
+  const std::string m = wait_error(alltoall_async(TensorView::of(v), bad, name));
+  CHECK_THAT(m, Catch::Contains("alltoall \"a2a.cached\"") && Catch::Contains("rank 1 gave splits") &&
+                    Catch::Contains("add up to " + std::to_string(4 * n - 1)));
+  // Usable afterwards under the same name: the cache still holds phase 0, so the board again.
+  before = fast();
+  for (int s = 0; s < 4; ++s) run_phase(name, 0, s);
+  if (board) CHECK(fast() - before >= 2);
+  // The even form of the same name is another signature: renegotiated, then exact.
+  for (int s = 0; s < 3; ++s) {
+    Tensor t = alltoall(TensorView::of(v), name);
+    CHECK(t.shape == Shape{4 * n});
+  }
+}
