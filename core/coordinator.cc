@@ -390,7 +390,7 @@ Status Coordinator::root_cycle(bool* activity) {
     }
     for (uint32_t id : list.cached) {
       const Request* known = cache_.get(id);
-      if (!known)
+      if (!known || known->kind == OpKind::kAlltoall)  // alltoall travels in full (find_for_root)
         return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
                                 std::to_string(id) + ", which rank 0 does not have");
       KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
@@ -498,7 +498,7 @@ Status Coordinator::worker_cycle(bool* activity) {
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
     if (fast_hold(q)) continue;
-    if (auto id = cache_.find(q)) out.cached.push_back(*id);
+    if (auto id = cache_.find_for_root(q)) out.cached.push_back(*id);
     else out.requests.push_back(q);  // a copy: requests_'s elements keep their buffers
   }
   if (shutdown_requested_ && !shutdown_sent_) {
@@ -850,7 +850,7 @@ void Coordinator::execute_one(const Response& r, Status taken) {
   // disagreeing request and are never remembered.
   // Responses with joined ranks are not remembered on any rank (a stand-in lacks the shape).
   if (cache_.enabled() && r.type != Response::Type::kError && r.joined.empty())
-    for (const auto& e : entries) cache_.remember(e.request);
+    for (const auto& e : entries) cache_.remember(e.request, &r.sizes);  // r.sizes: an alltoall's matrix
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);
   if (stand_in) {

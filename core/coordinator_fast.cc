@@ -12,9 +12,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A single allreduce as rank 0's table would answer it.
-void allreduce_response(const Request& q, Response* r) {
-  r->type = Response::Type::kAllreduce;
+// The collectives the board carries: those rank 0 would answer from the request alone
+// (allreduce, reducescatter) or from the request and the cached row matrix (alltoall).
+bool board_kind(OpKind k) {
+  return k == OpKind::kAllreduce || k == OpKind::kReducescatter || k == OpKind::kAlltoall;
+}
+
+// A single collective as rank 0's table would answer it; `matrix`: an alltoall's rows.
+void board_response(const Request& q, const std::vector<int64_t>& matrix, Response* r) {
+  r->type = q.kind == OpKind::kAllreduce       ? Response::Type::kAllreduce
+            : q.kind == OpKind::kReducescatter ? Response::Type::kReducescatter
+                                               : Response::Type::kAlltoall;
   r->names.assign(1, q.name);
   r->dtype = q.dtype;
   r->reduce_op = q.reduce_op;
@@ -22,7 +30,8 @@ void allreduce_response(const Request& q, Response* r) {
   r->root = q.root;
   r->prescale = q.prescale;
   r->postscale = q.postscale;
-  r->sizes.assign(1, num_elements(q.shape));
+  if (q.kind == OpKind::kAlltoall) r->sizes = matrix;
+  else r->sizes.assign(1, num_elements(q.shape));
   r->error.clear();
   r->joined.clear();
   r->row_shape.clear();
@@ -32,12 +41,16 @@ void allreduce_response(const Request& q, Response* r) {
 }  // namespace
 
 bool Coordinator::fast_hold(const Request& q) {
-  if (!board_ || fast_paused_ || q.kind != OpKind::kAllreduce || !q.device.is_cpu() || !q.group.empty() ||
+  if (!board_ || fast_paused_ || !board_kind(q.kind) || !q.device.is_cpu() || !q.group.empty() ||
       q.process_set != 0)
     return false;
   if (!fast_demoted_.empty() && fast_demoted_.count(q.name)) return false;
+  // An alltoall is held only while this rank's splits equal those it last ran with (the
+  // signature); the AND then says every rank's are, so the cached matrix is still right.
   const auto id = cache_.find(q);
   if (!id) return false;
+  const size_t n = static_cast<size_t>(topo_.size);
+  if (q.kind == OpKind::kAlltoall && cache_.matrix(*id).size() != n * n) return false;
   if (fast_.empty()) last_age_scan_ = Clock::now();
   fast_.push_back({q, *id, Clock::now()});
   if (fast_.size() == 1) fast_ids_lists_ = lists_started_;
@@ -62,7 +75,7 @@ void Coordinator::fast_demote(Pick pick) {
       // reports on every rank when the name completes).
       if (Status s = add_request(h.request, 0, now); !s.is_ok()) KOLO_LOG(LogLevel::kError, s.message());
       to_table.push_back(h.request.name);
-    } else if (auto id = cache_.find(h.request)) {
+    } else if (auto id = cache_.find_for_root(h.request)) {
       fast_to_root_.cached.push_back(*id);
     } else {
       fast_to_root_.requests.push_back(std::move(h.request));
@@ -78,7 +91,7 @@ void Coordinator::fast_note_table(const Request& q) {
   // Steady state: a name rank 0 has cached arrives here only when some rank could not use
   // the board for it (another signature, a demotion, a join); any rank that holds it there
   // would wait for that rank forever. So every rank sends it here until it next runs.
-  if (!board_ || q.kind != OpKind::kAllreduce || q.process_set != 0 || !cache_.has_name(q.name)) return;
+  if (!board_ || !board_kind(q.kind) || q.process_set != 0 || !cache_.has_name(q.name)) return;
   if (!fast_demoted_.insert(q.name).second) return;
   fast_demote_out_.push_back(q.name);
   fast_demote([&](const FastHeld& h) { return h.request.name == q.name; });
@@ -193,7 +206,7 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
   FusionPlanner planner(fusion_threshold_);
   Response one;
   for (const FastHeld& h : fast_run_) {
-    allreduce_response(h.request, &one);
+    board_response(h.request, cache_.matrix(h.id), &one);
     planner.add(one);
   }
   uint64_t bytes = 0;
@@ -204,7 +217,7 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
       for (const std::string& n : r.names) timeline_->begin(n, "BOARD");
     execute_one(r, take(r));
     fast_collectives_.fetch_add(1, std::memory_order_relaxed);
-    bytes += response_bytes(r);
+    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);  // as tune_after counts
   }
   // Rank 0's autotuner scores rounds as it scores lists; new settings travel on a list.
   if (tuner_) tune_record(bytes);

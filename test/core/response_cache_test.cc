@@ -1,5 +1,6 @@
-// The response cache: ids follow insertion order, signatures must match, allgather and
-// allgather is never cached, capacity is respected.
+// The response cache: ids follow insertion order, signatures must match, allgather is never
+// cached, alltoall keeps its splits and matrix (and is never named to rank 0 by id),
+// capacity is respected.
 #include <catch2/catch.hpp>
 
 #include "core/response_cache.h"
@@ -61,4 +62,30 @@ TEST_CASE("a full cache takes no new names; capacity 0 is off", "[cache]") {
   off.remember(req("x", {1}));
   CHECK_FALSE(off.enabled());
   CHECK_FALSE(off.find(req("x", {1})));
+}
+
+TEST_CASE("alltoall: cached with its splits and matrix; the matrix follows peers' changes", "[cache]") {
+  ResponseCache c(16);
+  Request q = req("t", {6, 2}, OpKind::kAlltoall);
+  q.splits = {2, 4};
+  const std::vector<int64_t> m1 = {2, 4, 3, 3};
+  c.remember(q, &m1);
+  REQUIRE(c.find(q) == std::optional<uint32_t>(0));
+  CHECK(c.matrix(0) == m1);
+  CHECK_FALSE(c.find_for_root(q));  // rank 0's entry holds rank 0's splits, not this rank's
+  Request moved = q;
+  moved.splits = {3, 3};
+  CHECK_FALSE(c.find(moved));  // this rank's own splits changed
+  Request even = q;
+  even.splits.clear();
+  CHECK_FALSE(c.find(even));  // the even form is another signature
+  // A peer changed its row: this rank's request is the same, the matrix is not.
+  const std::vector<int64_t> m2 = {2, 4, 1, 5};
+  c.remember(q, &m2);
+  CHECK(c.find(q) == std::optional<uint32_t>(0));
+  CHECK(c.matrix(0) == m2);
+  Request r = req("r", {8}, OpKind::kReducescatter);
+  c.remember(r);
+  CHECK(c.find_for_root(r) == std::optional<uint32_t>(1));
+  CHECK(c.matrix(1).empty());
 }

@@ -27,6 +27,16 @@ inline std::string wait_error(const Handle& h, int seconds = 15) {
   return s.message();
 }
 
+// Whether repeated collectives go through the fast path's board in this job (one host, not
+// switched off): probed with a few allreduces of one name, so a test can require that other
+// collectives use the board exactly where allreduce does.
+inline bool board_in_use() {
+  const uint64_t before = runtime_stats().fast_collectives;
+  std::vector<float> v(4, 1.0f);
+  for (int i = 0; i < 4; ++i) allreduce(TensorView::of(v), "test.board-probe", {ReduceOp::kSum});
+  return runtime_stats().fast_collectives > before;
+}
+
 inline double get(const void* buf, DType t, size_t i) {
   switch (t) {
     case DType::kUInt8: return static_cast<const uint8_t*>(buf)[i];

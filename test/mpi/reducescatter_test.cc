@@ -8,12 +8,13 @@ using namespace kolo::test;
 
 namespace {
 
-void check_reducescatter(uint64_t seed, DType t, ReduceOp op, int64_t dim0, int64_t row, double pre, double post) {
+void check_reducescatter(uint64_t seed, DType t, ReduceOp op, int64_t dim0, int64_t row, double pre, double post,
+                         const std::string& fixed_name = "") {
   const int me = rank(), n = size();
   Buffer in(t, static_cast<size_t>(dim0 * row));
   for (size_t i = 0; i < in.count(); ++i) in.put(i, input_value(seed, me, i, t, op));
   const Buffer original = in;
-  const std::string name = "rs." + std::to_string(seed) + "." + std::string(dtype_name(t)) + "." +
+  const std::string name = !fixed_name.empty() ? fixed_name : "rs." + std::to_string(seed) + "." + std::string(dtype_name(t)) + "." +
                            std::string(reduce_op_name(op)) + "." + std::to_string(dim0) + "x" + std::to_string(row);
   const Shape shape = row == 1 ? Shape{dim0} : Shape{dim0, row};
   Handle h = reducescatter_async(in.view(shape), name, AllreduceOptions{op, pre, post});
@@ -96,4 +97,25 @@ TEST_CASE("reducescatter: mismatches fail on every rank", "[reducescatter][error
     CHECK_THAT(wait_error(h), Catch::Contains("needs at least one dimension to scatter along"));
     ok_after("scalar");
   }
+}
+
+TEST_CASE("reducescatter: one name repeated goes through the board; a changed shape fails everywhere",
+          "[reducescatter]") {
+  const bool board = board_in_use();
+  const auto fast = [] { return runtime_stats().fast_collectives; };
+  const int64_t dim0 = 3 * size() + 1;
+  auto before = fast();
+  for (uint64_t s = 0; s < 5; ++s) check_reducescatter(20 + s, DType::kFloat32, ReduceOp::kSum, dim0, 3, 1.0, 1.0, "rs.cached");
+  if (board) CHECK(fast() - before >= 3);
+  // The last rank changes the shape after caching: it goes to rank 0, every rank follows.
+  std::vector<float> v(static_cast<size_t>(dim0 * 3), 1.0f);
+  const int64_t mine = rank() == size() - 1 ? dim0 + 1 : dim0;
+  std::vector<float> w(static_cast<size_t>(mine * 3), 1.0f);
+  const std::string m = wait_error(reducescatter_async(TensorView::of(w.data(), {mine, 3}), "rs.cached", {ReduceOp::kSum}));
+  CHECK_THAT(m, Catch::Contains("reducescatter \"rs.cached\"") && Catch::Contains("shape"));
+  before = fast();
+  for (uint64_t s = 0; s < 4; ++s) check_reducescatter(30 + s, DType::kFloat32, ReduceOp::kSum, dim0, 3, 1.0, 1.0, "rs.cached");
+  if (board) CHECK(fast() - before >= 2);
+  // Another op under the same name is another signature: renegotiated, exact.
+  for (uint64_t s = 0; s < 3; ++s) check_reducescatter(40 + s, DType::kFloat32, ReduceOp::kMax, dim0, 3, 1.0, 1.0, "rs.cached");
 }
