@@ -61,6 +61,9 @@ struct Config {
   // Test hook: this rank's coordinator stops with an internal error when it takes a request
   // named "kolo.test.fault" (its peers must learn of it; -1 = off; docs/correctness.md).
   int test_fault_rank = -1;              // KOLO_TEST_FAULT_RANK
+  // Test hook: the heartbeat listener thread sleeps this long after each tick, as a thread
+  // starved by a loaded host (0 = off; core/liveness.h).
+  double test_listener_gap_seconds = 0.0;  // KOLO_TEST_LISTENER_GAP_SECONDS
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES

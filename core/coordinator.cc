@@ -221,6 +221,15 @@ void Coordinator::stop(const Status& reason) {
 Status Coordinator::announce_stop(const Status& why) {
   Liveness* l = topo_.size > 1 ? backend_.liveness() : nullptr;
   if (l == nullptr) return why;
+  // A transport error may be the first sign of a peer that died on another host, which only
+  // its heartbeats' silence shows: give them their timeout (and a beat) to say so first.
+  if (why.code() == Status::Code::kCommunication) {
+    const auto until = Clock::now() + l->timeout() + std::chrono::seconds(1);
+    while (Clock::now() < until) {
+      if (Status d = l->check_now("the coordinator handled a transport error"); !d.is_ok()) return d;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   return l->announce_stop(Status::aborted("its coordinator failed: " + why.to_string()));
 }
 

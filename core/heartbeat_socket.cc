@@ -7,6 +7,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -70,6 +72,12 @@ std::unique_ptr<HeartbeatSocket> HeartbeatSocket::open() {
     close(fd);
     return nullptr;
   }
+  // Arrival times and drop counts with each datagram (best effort: without them a datagram
+  // counts as heard when it is read), and room for a long stop's worth of heartbeats.
+  const int on = 1, bytes = 1 << 20;
+  (void)setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
+  (void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof(on));
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
   return std::unique_ptr<HeartbeatSocket>(new HeartbeatSocket(fd));
 }
 
@@ -107,17 +115,49 @@ void HeartbeatSocket::send(int peer) {
   (void)sendto(fd_, &d, sizeof(d), MSG_DONTWAIT, reinterpret_cast<struct sockaddr*>(&a), sizeof(a));
 }
 
-bool HeartbeatSocket::poll(int* from) {
+bool HeartbeatSocket::poll(int* from, std::chrono::steady_clock::time_point* arrived) {
   for (;;) {
     Datagram d{};
-    const ssize_t n = recv(fd_, &d, sizeof(d), MSG_DONTWAIT);
+    struct iovec io {&d, sizeof(d)};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct timespec)) + CMSG_SPACE(sizeof(uint32_t))];
+    struct msghdr m {};
+    m.msg_iov = &io;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(fd_, &m, MSG_DONTWAIT);
     if (n < 0) return false;  // nothing (EAGAIN) or an error: either way, nothing heard
+    const auto steady_now = std::chrono::steady_clock::now();
+    auto when = steady_now;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level != SOL_SOCKET) continue;
+      if (c->cmsg_type == SO_TIMESTAMPNS) {
+        struct timespec ts {};
+        std::memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+        // The kernel stamps with the real-time clock: how long ago, carried to the steady one.
+        const auto stamped = std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+        const auto ago = std::chrono::system_clock::now().time_since_epoch() - stamped;
+        if (ago > std::chrono::nanoseconds(0))
+          when = steady_now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(ago);
+      } else if (c->cmsg_type == SO_RXQ_OVFL) {
+        uint32_t drops = 0;
+        std::memcpy(&drops, CMSG_DATA(c), sizeof(drops));
+        if (drops != drops_seen_) dropped_ = true, drops_seen_ = drops;
+      }
+    }
     if (n != static_cast<ssize_t>(sizeof(d)) || std::memcmp(d.magic, "kolo", 4) != 0 || d.token != token_ ||
         d.rank >= peers_.size())
       continue;  // not ours
     *from = static_cast<int>(d.rank);
+    if (arrived) *arrived = when;
     return true;
   }
+}
+
+bool HeartbeatSocket::take_dropped() {
+  const bool d = dropped_;
+  dropped_ = false;
+  return d;
 }
 
 }  // namespace kolo

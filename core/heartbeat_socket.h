@@ -13,6 +13,7 @@
 // that send() and poll() may be called from several threads at once; neither blocks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,7 +42,13 @@ class HeartbeatSocket {
   // Every rank's endpoint (index = rank), this job's token and this rank.
   void set_peers(std::vector<Endpoint> peers, uint64_t token, int rank);
   void send(int peer);    // best effort
-  bool poll(int* from);   // one valid datagram, if any arrived
+  // One valid datagram, if any arrived. `arrived` (optional): when the kernel received it
+  // (SO_TIMESTAMPNS, on the steady clock; the read time where the kernel gives none), so a
+  // receiver that was starved or stopped still knows when a peer last spoke.
+  bool poll(int* from, std::chrono::steady_clock::time_point* arrived = nullptr);
+  // True once, after the kernel dropped datagrams for want of buffer space (SO_RXQ_OVFL):
+  // the arrival times read since may omit later ones.
+  bool take_dropped();
 
  private:
   explicit HeartbeatSocket(int fd) : fd_(fd) {}
@@ -49,6 +56,8 @@ class HeartbeatSocket {
   std::vector<Endpoint> peers_;
   uint64_t token_ = 0;
   int rank_ = 0;
+  uint32_t drops_seen_ = 0;  // the kernel's drop counter at the last datagram read
+  bool dropped_ = false;
 };
 
 // A random 64-bit number (rank 0's becomes the job's token).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -61,7 +62,8 @@ Liveness::Liveness(int rank, std::vector<Peer> peers, milliseconds timeout, Cont
       beat_every_(std::clamp(timeout / 5, milliseconds(10), milliseconds(1000))),
       channel_(channel),
       udp_(std::move(udp)),
-      last_heard_(new std::atomic<int64_t>[peers_.size()]) {
+      last_heard_(new std::atomic<int64_t>[peers_.size()]),
+      udp_heard_(peers_.size(), 0) {
   const int my_host = peers_[static_cast<size_t>(rank_)].host;
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (static_cast<int>(r) == rank_) continue;
@@ -107,8 +109,22 @@ void Liveness::receive(Clock::time_point now) {
     // The finder's words: every survivor reports the same.
     if (!notice.empty()) set_dead(Status::aborted(notice), -1, false);
   }
-  for (int i = 0, from = -1; udp_ && i < 10000 && udp_->poll(&from); ++i)
-    last_heard_[static_cast<size_t>(from)].store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  // The kernel's arrival time, not the read time: a receiver starved or stopped since still
+  // knows when the peer last spoke (core/heartbeat_socket.h).
+  Clock::time_point at;
+  for (int i = 0, from = -1; udp_ && i < 10000 && udp_->poll(&from, &at); ++i) {
+    const auto r = static_cast<size_t>(from);
+    const int64_t t = std::min(at, now).time_since_epoch().count();
+    if (t > last_heard_[r].load(std::memory_order_relaxed)) last_heard_[r].store(t, std::memory_order_relaxed);
+    udp_heard_[r] = 1;
+  }
+}
+
+void Liveness::after_gap(Clock::time_point now) {
+  const bool dropped = udp_ && udp_->take_dropped();
+  const int64_t t = now.time_since_epoch().count();
+  for (size_t r = 0; r < peers_.size(); ++r)
+    if (!udp_heard_[r] || dropped) last_heard_[r].store(t, std::memory_order_relaxed);
 }
 
 void Liveness::beat(Clock::time_point now) {
@@ -173,12 +189,17 @@ void Liveness::listen() {
     lock.unlock();
     const auto now = Clock::now();
     // This thread did not run for a while (the process was stopped, or the host starved it
-    // far beyond a tick): it could not have heard anyone, so nobody's silence counts from before.
-    if (now - last > timeout_ / 2) fresh_period(now);
+    // far beyond a tick). What arrived meanwhile over UDP carries the kernel's arrival times,
+    // so those peers' silence is known (a dead one is still found on time); a peer heard only
+    // over MPI could not have been heard, so its silence counts from now (after_gap).
+    const bool gap = now - last > timeout_ / 2;
     last = now;
     receive(now);
+    if (gap) after_gap(now);
     beat(now);
     silent_peer(now, "by the heartbeat thread");
+    if (const int64_t ms = test_gap_ms_.load(std::memory_order_relaxed); ms > 0)  // a starved thread
+      std::this_thread::sleep_for(milliseconds(ms));
     lock.lock();
   }
 }
@@ -190,8 +211,9 @@ Status Liveness::check_now(const char* during, Clock::time_point now) {
   if (!threaded) {
     // This rank did not check for a while (it was stopped, descheduled, or busy outside a
     // wait): it could not have heard anyone, so nobody's silence counts from before.
-    if (now - last_check_ > timeout_ / 2) fresh_period(now);
+    const bool gap = now - last_check_ > timeout_ / 2;
     receive(now);  // also a peer's notice that someone died
+    if (gap) after_gap(now);
     beat(now);
     last_check_ = now;
     if (!dead().is_ok()) return dead();

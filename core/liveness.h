@@ -22,8 +22,10 @@
 //     Otherwise check() does it from the coordinator's waits (the older, starvable path).
 //     Each heartbeat goes both as an MPI message and, where set up, as a UDP datagram
 //     (core/heartbeat_socket.h): MPI's TCP stream can hold it behind bulk data for seconds.
-//     Silence is only counted while the listener itself was running: after a gap in its
-//     own schedule (the process was stopped), every peer gets a fresh period.
+//     A peer heard over UDP is judged by the kernel's arrival time (SO_TIMESTAMPNS), so a
+//     starved listener still finds a dead peer on time. After a gap in the listener's own
+//     schedule (the process was stopped, or starved past timeout/2) a peer heard only over
+//     MPI (whose arrival time is unknown) gets a fresh period.
 // The rank that finds a peer dead tells every other rank (a notice on the heartbeat tag), so
 // that all survivors report the same dead rank, whichever of them saw it first.
 // The verdict is sticky: once a peer is dead, check() returns the same error forever.
@@ -99,6 +101,9 @@ class Liveness {
   std::string describe(int rank) const;
   std::chrono::milliseconds timeout() const { return timeout_; }
   bool has_listener_thread() const { return listener_.joinable(); }
+  // Test hook (KOLO_TEST_LISTENER_GAP_SECONDS): the listener sleeps this long after every
+  // tick, as a thread starved by a loaded host would.
+  void set_test_gap(std::chrono::milliseconds gap) { test_gap_ms_.store(gap.count()); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -106,6 +111,9 @@ class Liveness {
   void receive(Clock::time_point now);  // heartbeats and notices that have arrived
   void beat(Clock::time_point now);     // to every heartbeat-judged peer, when due
   void fresh_period(Clock::time_point now);
+  // After this thread did not run for over timeout/2: a fresh period for every peer not heard
+  // over UDP (or for all, if the kernel dropped datagrams meanwhile).
+  void after_gap(Clock::time_point now);
   Status silent_peer(Clock::time_point now, const std::string& noticed);  // a heartbeat verdict
   // Records the verdict unless one exists; true (and the others told) if this one is it.
   bool set_dead(Status s, int dead_rank, bool tell);
@@ -119,6 +127,8 @@ class Liveness {
   std::unique_ptr<HeartbeatSocket> udp_;  // used by one thread at a time, like next_beat_
   bool any_remote_ = false;
   std::unique_ptr<std::atomic<int64_t>[]> last_heard_;  // steady_clock ns, per rank
+  std::vector<char> udp_heard_;  // per rank: a datagram has come (read by one thread at a time)
+  std::atomic<int64_t> test_gap_ms_{0};
   Clock::time_point next_check_{}, last_check_{}, next_beat_{};  // next_beat_: one thread at a time
 
   std::mutex mu_;  // guards dead_'s writes and the listener's stop

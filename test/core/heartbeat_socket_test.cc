@@ -49,3 +49,25 @@ TEST_CASE("heartbeat datagrams reach the peer and carry the sender's rank", "[li
   a->send(1);
   CHECK_FALSE(b->poll(&from));
 }
+
+TEST_CASE("a heartbeat read late carries the kernel's arrival time", "[liveness]") {
+  auto a = HeartbeatSocket::open(), b = HeartbeatSocket::open();
+  REQUIRE(a);
+  REQUIRE(b);
+  HeartbeatSocket::Endpoint ea = a->local_endpoint(""), eb = b->local_endpoint("");
+  ea.ipv4 = eb.ipv4 = htonl(INADDR_LOOPBACK);
+  a->set_peers({ea, eb}, 42, 0);
+  b->set_peers({ea, eb}, 42, 1);
+  const auto sent = std::chrono::steady_clock::now();
+  a->send(1);
+  // The receiver is "starved" for 300 ms: the datagram's time is its arrival, not the read.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int from = -1;
+  std::chrono::steady_clock::time_point arrived;
+  REQUIRE(b->poll(&from, &arrived));
+  const auto read = std::chrono::steady_clock::now();
+  CHECK(from == 0);
+  CHECK(read - arrived >= std::chrono::milliseconds(250));
+  CHECK(arrived >= sent - std::chrono::milliseconds(50));  // clock conversion: within 50 ms
+  CHECK_FALSE(b->take_dropped());
+}
