@@ -282,6 +282,7 @@ void Coordinator::help(const std::atomic<bool>& done) {
     if (!on) break;
     const auto now = Clock::now();
     if (activity) {
+      helped_passes_.fetch_add(1, std::memory_order_relaxed);
       last = now;
       continue;
     }
@@ -882,6 +883,7 @@ RuntimeStats Coordinator::stats() const {
   st.peer_requests_full = peer_requests_full_.load();
   st.fast_collectives = fast_collectives_.load();
   st.fast_rounds = fast_rounds_.load();
+  st.helped_passes = helped_passes_.load();
   return st;
 }
 

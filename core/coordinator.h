@@ -205,6 +205,7 @@ class Coordinator {
   bool helps_ = false;               // constant after construction
   std::mutex engine_mu_;             // held for every pass, by the loop or a helper
   std::atomic<int> helpers_{0};      // threads inside help(): the loop naps meanwhile
+  std::atomic<uint64_t> helped_passes_{0};  // passes with activity run inside help()
   std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
   std::mutex nap_mu_;                // the loop's nap while helpers run
   std::condition_variable nap_cv_;
