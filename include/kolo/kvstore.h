@@ -60,6 +60,20 @@ struct KVOptimizer {
   // then computed near where the server applies it (after the other workers' pushes), which
   // takes most of the staleness out of momentum SGD (docs/kvstore.md, "dist_async accuracy").
   bool lookahead = false;
+  // Learning-rate schedule, applied where the weights live (MXNet's CosineScheduler): by the
+  // number u = 1, 2, ... of the update being applied to a slice of a key (in dist_async every
+  // worker's push is one update, so n workers make n updates per step each), the rate is
+  //   u <  warmup_updates:  warmup_begin_lr + (learning_rate - warmup_begin_lr) * u / warmup_updates
+  //   u <= max_updates:     final_lr + (learning_rate - final_lr) * (1 + cos(pi * p)) / 2,
+  //                         p = (u - warmup_updates) / (max_updates - warmup_updates)
+  //   later:                final_lr.
+  // "constant" (the default) keeps learning_rate; warmup_updates also applies to it (then
+  // learning_rate from u = warmup_updates on). Saved optimizer states keep u.
+  std::string lr_schedule = "constant";  // "constant" or "cosine"
+  int64_t warmup_updates = 0;
+  double warmup_begin_lr = 0.0;
+  int64_t max_updates = 0;  // cosine: > warmup_updates
+  double final_lr = 0.0;
 };
 
 // A custom update: `weight` (elements [offset, offset+size) of key `key`) from `grad`, the

@@ -72,20 +72,20 @@ std::vector<float> train(kolo::KVStore& kv, int k0, int steps, int batch, std::v
   return w;
 }
 
-}  // namespace
-
-// dist_sync (any server count), allreduce: n workers with batch b == 1 worker with batch n*b.
-TEST_CASE("n workers with batch b equal one worker with batch n*b", "[sync]") {
-  kolo::KVStore& kv = *g_kv;
+// n workers with batch b (keys k0, k0+1 of the store, optimizer `o` with rescale 1/n) end
+// where one worker with batch n*b (a local store, rescale 1) does, to 1e-5.
+void check_equals_large_batch(kolo::KVStore& kv, int k0, kolo::KVOptimizer o) {
   const int n = kv.num_workers(), steps = 10, batch = 3;
   std::vector<float> w0(kDim, 0.0f), b0(1, 0.0f);
-  kv.init({0, 1}, {kolo::TensorView::of(w0), kolo::TensorView::of(b0)});
-  kv.set_optimizer(sgd(1.0 / n));
-  const std::vector<float> got = train(kv, 0, steps, batch);
+  kv.init({k0, k0 + 1}, {kolo::TensorView::of(w0), kolo::TensorView::of(b0)});
+  o.rescale_grad = 1.0 / n;
+  kv.set_optimizer(o);
+  const std::vector<float> got = train(kv, k0, steps, batch);
 
   auto ref = kolo::KVStore::create("local");  // one worker, batch n*b, the same update rule
   ref->init({0, 1}, {kolo::TensorView::of(w0), kolo::TensorView::of(b0)});
-  ref->set_optimizer(sgd(1.0));
+  o.rescale_grad = 1.0;
+  ref->set_optimizer(o);
   std::vector<float> w(kDim, 0.0f), gw;
   float b = 0, gb = 0;
   for (int s = 0; s < steps; ++s) {
@@ -102,6 +102,26 @@ TEST_CASE("n workers with batch b equal one worker with batch n*b", "[sync]") {
     moved += std::abs(w[i]);
   }
   CHECK(moved > 0.1);  // the weights did change
+}
+
+}  // namespace
+
+// dist_sync (any server count), allreduce: n workers with batch b == 1 worker with batch n*b.
+TEST_CASE("n workers with batch b equal one worker with batch n*b", "[sync]") {
+  check_equals_large_batch(*g_kv, 0, sgd(1.0));
+}
+
+// The same with the rate scheduled where the weights live (warm-up, then cosine decay to
+// final_lr within the 10 steps, then final_lr): servers count updates as the local store does.
+TEST_CASE("a scheduled rate keeps n workers with batch b equal to one with batch n*b", "[sync]") {
+  kolo::KVOptimizer o = sgd(1.0);
+  o.learning_rate = 0.1;
+  o.lr_schedule = "cosine";
+  o.warmup_updates = 3;
+  o.warmup_begin_lr = 0.01;
+  o.max_updates = 8;
+  o.final_lr = 0.005;
+  check_equals_large_batch(*g_kv, 60, o);
 }
 
 // Keys larger than one server's share (KOLO_KVSTORE_BIGARRAY_BOUND small), odd sizes.
