@@ -124,6 +124,10 @@ class KVStore {
   // Servers: serve until every worker has closed. `updater`, when set, replaces the
   // optimizer sent by set_optimizer. Throws kolo::Error on a dead peer.
   virtual void run_server(KVUpdater updater = {});
+  // Bytes of values this worker has sent to and received from the servers (init, push and
+  // pull payloads; a float16/bfloat16 key travels in 2 bytes per element, a float32 one in
+  // 4); 0 in "local" and "allreduce". For tests and measurements.
+  virtual int64_t value_bytes_moved() const { return 0; }
   // Workers: tell the servers this worker is done, then wait for every rank (collective).
   // Called by the destructor if forgotten (errors are then logged, not thrown).
   virtual void close() {}
@@ -131,12 +135,14 @@ class KVStore {
  protected:
   explicit KVStore(std::string type) : type_(std::move(type)) {}
 
-  // One checked request: the key, the (summed) value or output, its shape.
+  // One checked request: the key, the (summed) value or output as float32, its shape, and
+  // the key's dtype (the dist types send 16-bit keys' values in 16 bits).
   struct Item {
     int key = 0;
     float* data = nullptr;
     int64_t size = 0;
     Shape shape;
+    DType dtype = DType::kFloat32;
   };
   virtual void do_init(const std::vector<Item>& items) = 0;
   virtual void do_push(const std::vector<Item>& items) = 0;
