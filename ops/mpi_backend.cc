@@ -9,6 +9,8 @@
 #include <memory>
 #include <thread>
 
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/backend.h"
@@ -54,8 +56,12 @@ class MpiBackend final : public Backend {
     // Own communicators: kolo's traffic never matches the program's own MPI messages.
     MPI_Comm_dup(MPI_COMM_WORLD, &control_);
     MPI_Comm_dup(MPI_COMM_WORLD, &data_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &meet_);
     MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(meet_, MPI_ERRORS_RETURN);
+    const char* die = std::getenv("KOLO_TEST_DIE_IN_SET_SETUP");
+    test_die_in_set_setup_ = die != nullptr && std::string(die) == "1";
     MPI_Comm_rank(MPI_COMM_WORLD, &topo_.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &topo_.size);
     // Now, not after init: the executors' set-up logs (why no shm, no arena) must show.
@@ -290,7 +296,7 @@ class MpiBackend final : public Backend {
       return;
     }
     ops::free_half_ops();
-    for (MPI_Comm* c : {&control_, &data_, &local_, &cross_})
+    for (MPI_Comm* c : {&control_, &data_, &meet_, &local_, &cross_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
     if (owns_mpi_) MPI_Finalize();
   }
@@ -304,7 +310,61 @@ class MpiBackend final : public Backend {
     std::vector<Executor*> list;
   };
 
+  // Before MPI_Comm_create_group, which is collective over the members and cannot be
+  // bounded (a member that died before calling it would keep the others inside forever):
+  // the members meet with one small message to each other, polled with the dead-peer check,
+  // so a member already dead is named here instead. Left: a member that dies between this
+  // meeting and its own MPI_Comm_create_group (microseconds) still blocks the others.
+  Status meet_members(int32_t id, const std::vector<int>& members) {
+    const int tag = static_cast<int>(id % 32768);  // ids are unique per job; creations are ordered
+    static const char kHello = 1;
+    auto got = std::make_unique<char[]>(members.size());
+    std::vector<MPI_Request> reqs;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (members[i] == topo_.rank) continue;
+      MPI_Request r;
+      KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Irecv(&got[i], 1, MPI_CHAR, members[i], tag, meet_, &r), "MPI_Irecv"));
+      reqs.push_back(r);
+      KOLO_RETURN_IF_ERROR(
+          ops::mpi_status(MPI_Isend(&kHello, 1, MPI_CHAR, members[i], tag, meet_, &r), "MPI_Isend"));
+      reqs.push_back(r);
+    }
+    const std::string during = "process set " + std::to_string(id) + ": waiting for its members to create its communicator";
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      int done = 0;
+      KOLO_RETURN_IF_ERROR(ops::mpi_status(
+          MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
+      if (done) return Status::ok();
+      Status alive = liveness_ ? liveness_->check(during.c_str()) : Status::ok();
+      if (!alive.is_ok()) {
+        // The runtime stops with this error. A receive that could not be cancelled may still
+        // land: its buffer is left allocated.
+        for (MPI_Request& r : reqs) {
+          if (r == MPI_REQUEST_NULL) continue;
+          MPI_Cancel(&r);
+          MPI_Request_free(&r);
+        }
+        got.release();
+        return alive;
+      }
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited < std::chrono::microseconds(500)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   Status make_set_executors(int32_t id, const std::vector<int>& members, SetExecutors* x) {
+    if (test_die_in_set_setup_) {
+      // Test hook (test/mpi/dead_peer.cc, case set-setup): this rank dies as its set's first
+      // collective begins, after its request reached rank 0. The line is the driver's.
+      timespec t{};
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      std::printf("VICTIM rank %d t=%.6f\n", topo_.rank, static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9);
+      std::fflush(stdout);
+      kill(getpid(), SIGKILL);
+    }
+    KOLO_RETURN_IF_ERROR(meet_members(id, members));
     MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
     MPI_Comm_group(data_, &all);
     MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
@@ -356,6 +416,8 @@ class MpiBackend final : public Backend {
   bool owns_mpi_ = false;
   bool finalized_ = false;
   MPI_Comm control_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
+  MPI_Comm meet_ = MPI_COMM_NULL;  // process sets' members meet here before creating their communicator
+  bool test_die_in_set_setup_ = false;  // KOLO_TEST_DIE_IN_SET_SETUP=1 (make_set_executors)
   std::unique_ptr<ops::MpiChannel> channel_;
   std::unique_ptr<Liveness> liveness_;  // borrows channel_; outlives the executors
   std::unique_ptr<ops::MpiExecutor> mpi_executor_;

@@ -3,6 +3,10 @@
 // Mismatches (splits that do not add up, a wrong number of splits, dtype or shape
 // disagreements, an even split that does not divide) fail on every rank, and the runtime is
 // usable afterwards.
+#include <algorithm>
+#include <random>
+#include <thread>
+
 #include "mpi_test_util.h"
 
 using namespace kolo;
@@ -236,4 +240,77 @@ TEST_CASE("alltoall: one name repeated goes through the board; changed and bad s
     Tensor t = alltoall(TensorView::of(v), name);
     CHECK(t.shape == Shape{4 * n});
   }
+}
+
+TEST_CASE("alltoall and reducescatter on the board: random split changes, any order, exact values", "[alltoall]") {
+  // Two alltoall names whose splits change on random ranks at random steps (the same draw on
+  // every rank), a reducescatter whose first dimension sometimes changes everywhere, and an
+  // allreduce, submitted in a different order on every rank with random pauses.
+  const bool board = board_in_use();
+  const int n = size(), me = rank();
+  std::mt19937 shared(4242u);
+  std::mt19937 mine(99u + static_cast<unsigned>(me));
+  std::vector<std::vector<int64_t>> table[2];  // [name][src][dst]
+  for (auto& t : table) t.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 1));
+  int64_t rs_rows = 2 * n + 1;
+  const auto before = runtime_stats().fast_collectives;
+  for (int step = 0; step < 40; ++step) {
+    for (auto& t : table)
+      if (shared() % 3 == 0) {
+        auto& row = t[shared() % static_cast<unsigned>(n)];
+        for (int64_t& v : row) v = static_cast<int64_t>(shared() % 4);
+      }
+    if (shared() % 5 == 0) rs_rows = 2 * n + 1 + static_cast<int64_t>(shared() % 5);
+    std::vector<std::vector<int32_t>> in(2);
+    std::vector<Handle> hs(4);
+    std::vector<float> rs_in(static_cast<size_t>(rs_rows) * 2), ar(64);
+    for (size_t i = 0; i < rs_in.size(); ++i) rs_in[i] = static_cast<float>((me + 1) * (static_cast<int>(i) % 7 + step));
+    for (size_t i = 0; i < ar.size(); ++i) ar[i] = static_cast<float>(me + step);
+    int order[4] = {0, 1, 2, 3};
+    std::shuffle(order, order + 4, mine);
+    for (int which : order) {
+      if (mine() % 6 == 0) std::this_thread::sleep_for(std::chrono::microseconds(mine() % 800));
+      if (which < 2) {
+        const std::vector<int64_t>& splits = table[which][static_cast<size_t>(me)];
+        int64_t rows = 0;
+        for (int64_t v : splits) rows += v;
+        in[which].resize(static_cast<size_t>(rows * 2));
+        for (size_t i = 0; i < in[which].size(); ++i) in[which][i] = me * 100000 + step * 1000 + static_cast<int32_t>(i);
+        hs[which] = alltoall_async(TensorView::of(in[which].data(), {rows, 2}), splits, "a2a.mix." + std::to_string(which));
+      } else if (which == 2) {
+        hs[2] = reducescatter_async(TensorView::of(rs_in.data(), {rs_rows, 2}), "rs.mix", {ReduceOp::kSum});
+      } else {
+        hs[3] = allreduce_async(TensorView::of(ar), "ar.mix", {ReduceOp::kSum});
+      }
+    }
+    for (int which = 0; which < 4; ++which) wait_ok(hs[which]);
+    INFO("step " << step);
+    for (int which = 0; which < 2; ++which) {
+      size_t at = 0, wrong = 0;
+      for (int src = 0; src < n; ++src) {
+        const auto& row = table[which][static_cast<size_t>(src)];
+        CHECK(hs[which].received_splits()[src] == row[static_cast<size_t>(me)]);
+        int64_t offset = 0;
+        for (int d = 0; d < me; ++d) offset += row[static_cast<size_t>(d)];
+        for (int64_t i = 0; i < row[static_cast<size_t>(me)] * 2; ++i, ++at)
+          wrong += hs[which].output().data<int32_t>()[at] != src * 100000 + step * 1000 + static_cast<int32_t>(offset * 2 + i);
+      }
+      CHECK(static_cast<int64_t>(at) == hs[which].output().num_elements());
+      CHECK(wrong == 0);
+    }
+    int64_t first = 0;
+    const int64_t rows = reducescatter_rows(rs_rows, n, me, &first);
+    size_t wrong = 0;
+    for (int64_t k = 0; k < rows * 2; ++k) {
+      const size_t g = static_cast<size_t>(first * 2 + k);
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += static_cast<float>((r + 1) * (static_cast<int>(g) % 7 + step));
+      wrong += hs[2].output().data<float>()[k] != want;
+    }
+    CHECK(wrong == 0);
+    float sum = 0;
+    for (int r = 0; r < n; ++r) sum += static_cast<float>(r + step);
+    CHECK(ar[63] == sum);
+  }
+  if (board) CHECK(runtime_stats().fast_collectives - before >= 40);
 }

@@ -9,6 +9,9 @@
 //   busy     the victim's coordinator stays out of every wait for 2.5x KOLO_PEER_TIMEOUT_SECONDS
 //            before its collective (KOLO_TEST_STALL_SECONDS, set here on the victim only):
 //            its heartbeat thread must keep it alive; the collective must succeed
+//   set-setup a process set of every rank; the victim dies as its first collective on the set
+//            begins (KOLO_TEST_DIE_IN_SET_SETUP, set here on the victim only), after its request
+//            reached rank 0: the others must not wait for it in MPI_Comm_create_group forever
 //   stopped  rank 0 (or 1) stops the victim with SIGSTOP and leaves it stopped: a stopped
 //            rank on another host is indistinguishable from a dead one, so the others must
 //            fail naming it within the bound; the stopper then kills it (SIGKILL)
@@ -157,6 +160,24 @@ int busy() {
   return 0;
 }
 
+// Before kolo::init (the knob is read there): the victim dies setting up its first set.
+void arm_set_setup(int victim) {
+  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (r != nullptr && std::atoi(r) == victim) setenv("KOLO_TEST_DIE_IN_SET_SETUP", "1", 1);
+}
+
+int set_setup() {
+  std::vector<float> v(1024, 1.0f);
+  kolo::allreduce(kolo::TensorView::of(v), "warm-up");
+  std::vector<int> everyone(static_cast<size_t>(kolo::size()));
+  for (int r = 0; r < kolo::size(); ++r) everyone[static_cast<size_t>(r)] = r;
+  const kolo::ProcessSet set = kolo::add_process_set(everyone);
+  int rc = report(kolo::allreduce_async(kolo::TensorView::of(v), "pending", {kolo::ReduceOp::kSum, 1.0, 1.0, set}),
+                  "pending");
+  rc |= report(kolo::allreduce_async(kolo::TensorView::of(v), "later"), "later");
+  return rc;
+}
+
 int stopped(int victim) {
   int32_t pid = static_cast<int32_t>(getpid());
   kolo::Tensor pids = kolo::allgather(kolo::TensorView::of(&pid, {1}), "pids");
@@ -186,6 +207,7 @@ int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
   const int victim = argc > 2 ? std::atoi(argv[2]) : 1;
   if (which == "busy") arm_stall(victim);
+  if (which == "set-setup") arm_set_setup(victim);
   kolo::init(&argc, &argv);
   const int kolo_rank = kolo::rank();
   std::printf("PID rank %d pid %d\n", kolo_rank, static_cast<int>(getpid()));
@@ -197,6 +219,7 @@ int main(int argc, char** argv) {
     else if (which == "slow") rc = slow(victim);
     else if (which == "busy") rc = busy();
     else if (which == "stopped") rc = stopped(victim);
+    else if (which == "set-setup") rc = set_setup();
     else std::printf("unknown case '%s'\n", which.c_str());
   } catch (const kolo::Error& e) {
     std::printf("rank %d: ERROR %s\n", kolo::rank(), e.what());
