@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <map>
@@ -65,9 +66,13 @@ class Coordinator {
   // One pass (REQUIRES: engine_mu_ held): a cycle, the dead-peer check, the statistics.
   // Sets *activity when anything happened; false once the coordinator has stopped.
   bool pass(bool* activity);
-  // The idle loop's short wait: polls the queue, the board and `done` (~2 µs), then yields.
-  template <typename Done>
-  void poll_then_yield(Done done);
+  // The idle loop's short wait: polls the queue, the board and `done` (null: none) for
+  // ~2 µs, then yields. With help() in core/coordinator_help.cc.
+  void poll_then_yield(const std::atomic<bool>* done);
+  // How long a rank keeps spinning after the last activity before it starts to sleep (and
+  // a helper before it leaves): long enough to catch a peer's answer to what it just sent,
+  // short enough to leave the core to training threads.
+  static constexpr std::chrono::microseconds kSpinWindow{200};
   // One pass; sets *activity when anything happened. An error is fatal for the runtime.
   Status root_cycle(bool* activity);
   Status worker_cycle(bool* activity);
