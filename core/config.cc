@@ -34,7 +34,7 @@ const std::set<std::string>& known_names() {
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
       "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
       "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE",
-      "KOLO_WAIT_HELPS"};
+      "KOLO_WAIT_HELPS",               "KOLO_TEST_FAULT_RANK"};
   return names;
 }
 
@@ -140,6 +140,12 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     if (!parse_non_negative(*v, &d) || d > 3600)
       return bad_value("KOLO_TEST_STALL_SECONDS", *v, "a number of seconds from 0 (off) to 3600");
     c.test_stall_seconds = d;
+  }
+  if (auto v = lookup("KOLO_TEST_FAULT_RANK")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e6)
+      return bad_value("KOLO_TEST_FAULT_RANK", *v, "a rank (a whole number >= 0)");
+    c.test_fault_rank = static_cast<int>(d);
   }
   if (auto v = lookup("KOLO_TIMELINE")) c.timeline_path = *v;
   if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {

@@ -58,6 +58,9 @@ struct Config {
   // any wait (no dead-peer check, no heartbeat from its waits): a long CPU step in a starved
   // process, made deterministic (0 = off; core/liveness.h).
   double test_stall_seconds = 0.0;       // KOLO_TEST_STALL_SECONDS
+  // Test hook: this rank's coordinator stops with an internal error when it takes a request
+  // named "kolo.test.fault" (its peers must learn of it; -1 = off; docs/correctness.md).
+  int test_fault_rank = -1;              // KOLO_TEST_FAULT_RANK
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES

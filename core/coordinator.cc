@@ -218,6 +218,18 @@ void Coordinator::stop(const Status& reason) {
   running_ = false;
 }
 
+Status Coordinator::announce_stop(const Status& why) {
+  Liveness* l = topo_.size > 1 ? backend_.liveness() : nullptr;
+  if (l == nullptr) return why;
+  return l->announce_stop(Status::aborted("its coordinator failed: " + why.to_string()));
+}
+
+Status Coordinator::test_fault(const Request& q) const {
+  if (config_.test_fault_rank != topo_.rank || q.name != "kolo.test.fault") return Status::ok();
+  return Status::internal("injected fault (KOLO_TEST_FAULT_RANK=" + std::to_string(topo_.rank) + ") at \"" + q.name +
+                          "\"");
+}
+
 bool Coordinator::pass(bool* activity) {
   if (int sig = g_pending_signal.load(); sig != 0 && !shutdown_requested_)
     request_shutdown("rank " + std::to_string(topo_.rank) + " received signal " + std::to_string(sig) + " (" +
@@ -229,6 +241,7 @@ bool Coordinator::pass(bool* activity) {
   if (!s.is_ok()) {
     // A transport error may be a dead peer's doing: if so, say that instead.
     if (Status d = peer_check(true, "the coordinator handled a transport error"); !d.is_ok()) s = d;
+    else s = announce_stop(s);
     KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
     stop(s);
     return false;
@@ -351,6 +364,7 @@ Status Coordinator::root_cycle(bool* activity) {
   if (my_join) fast_pause(), fast_pause_out_ = board_ != nullptr;  // what it holds goes to the table first
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
+    KOLO_RETURN_IF_ERROR(test_fault(q));
     if (fast_hold(q)) continue;
     KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
     fast_note_table(q);
@@ -497,6 +511,7 @@ Status Coordinator::worker_cycle(bool* activity) {
   const size_t mine = queue_.take_requests(&requests_);
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
+    KOLO_RETURN_IF_ERROR(test_fault(q));
     if (fast_hold(q)) continue;
     if (auto id = cache_.find_for_root(q)) out.cached.push_back(*id);
     else out.requests.push_back(q);  // a copy: requests_'s elements keep their buffers

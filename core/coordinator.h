@@ -92,6 +92,11 @@ class Coordinator {
   // `dead`, unless a shutdown list from rank 0 is waiting (then its reason): a peer that
   // shut down cleanly and exited is not a dead one.
   Status shutdown_instead(const Status& dead);
+  // This rank stops on an error of its own (`why`, no dead peer behind it): every peer is
+  // told (core/liveness.h, announce_stop); returns the error this rank's handles get.
+  Status announce_stop(const Status& why);
+  // Test hook (KOLO_TEST_FAULT_RANK): an internal error for "kolo.test.fault" on that rank.
+  Status test_fault(const Request& q) const;
   Status add_request(const Request& q, int rank, std::chrono::steady_clock::time_point now);
   // Process sets (core/process_set.h, docs/collectives.md). Rank 0: the table negotiating
   // set `id`, made on first use; null if the set is not registered here.

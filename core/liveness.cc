@@ -141,6 +141,11 @@ bool Liveness::set_dead(Status s, int dead_rank, bool tell) {
   return true;
 }
 
+Status Liveness::announce_stop(const Status& why) {
+  set_dead(Status::aborted(describe(rank_) + " stopped: " + why.message()), rank_, true);
+  return dead();
+}
+
 Status Liveness::silent_peer(Clock::time_point now, const std::string& noticed) {
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (static_cast<int>(r) == rank_ || peers_[r].by_pid) continue;

@@ -87,6 +87,12 @@ class Liveness {
   // pid goes on. Called before the channel goes away; idempotent.
   void stop();
 
+  // This rank's coordinator stopped on an error of its own (`why`): the verdict becomes
+  // "rank R (pid P on host H) stopped: <why>", and every peer is told as a dead peer's
+  // finder tells them, so their pending and later handles fail naming this rank within a
+  // heartbeat poll. Returns the verdict (an earlier one, if a peer was already dead).
+  Status announce_stop(const Status& why);
+
   // The verdict: ok while no peer is known dead.
   Status dead() const { return has_dead_.load(std::memory_order_acquire) ? dead_ : Status::ok(); }
   // "rank 3 (pid 1234 on host node7)".

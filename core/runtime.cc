@@ -44,6 +44,27 @@ std::unique_ptr<Runtime> g_runtime;  // guarded by g_mu for creation/destruction
 // Written under g_mu; read without it by submissions, to say why there is no runtime.
 std::atomic<bool> g_finalized{false};  // MPI cannot be initialised twice
 
+// Submissions in progress, and whether shutdown() has begun. A submission enters (count
+// first, then the flag: both sequentially consistent), so shutdown(), which sets the flag and
+// then waits for the count to reach 0, either sees it and waits (a queue push is a short
+// lock), or the submission sees the flag and fails with the shutdown message. Either way no
+// submission touches a runtime being destroyed (docs/correctness.md, finding 5).
+std::atomic<int> g_submitting{0};
+std::atomic<bool> g_closing{false};
+
+class Submitting {
+ public:
+  Submitting() { g_submitting.fetch_add(1, std::memory_order_seq_cst); }
+  ~Submitting() { g_submitting.fetch_sub(1, std::memory_order_release); }
+  Submitting(const Submitting&) = delete;
+  Submitting& operator=(const Submitting&) = delete;
+};
+
+Status shut_down() {
+  return Status::invalid_argument("kolo has been shut down (kolo::shutdown() was called, or the program is exiting); "
+                         "it cannot run collectives or be initialised again in this process");
+}
+
 void shutdown_at_exit() { kolo::shutdown(); }
 
 void on_signal(int signo) { Coordinator::note_signal(signo); }
@@ -126,9 +147,7 @@ void print_verbose_report(const Runtime& rt) {
 
 // Why there is no runtime: never initialised, or shut down (MPI cannot start again).
 Status no_runtime() {
-  if (g_finalized.load(std::memory_order_relaxed))
-    return Status::invalid_argument("kolo has been shut down (kolo::shutdown() was called, or the program is exiting); "
-                                    "it cannot run collectives or be initialised again in this process");
+  if (g_finalized.load(std::memory_order_relaxed) || g_closing.load(std::memory_order_relaxed)) return shut_down();
   return Status::invalid_argument("kolo is not initialised: call kolo::init() first");
 }
 
@@ -189,6 +208,7 @@ Status check_process_set(const Request& q, const std::string& name, const Runtim
 // Everything about one submission this rank can judge alone; `rt` is set when it passes.
 Status check_submission(const TensorView& t, const std::string& name, const Request& req, Runtime** rt) {
   KOLO_RETURN_IF_ERROR(validate(t, name, op_kind_name(req.kind).data()));
+  if (g_closing.load(std::memory_order_seq_cst)) return shut_down();  // after Submitting's count
   *rt = g_runtime.get();
   if (!*rt) return no_runtime();
   KOLO_RETURN_IF_ERROR(validate_header(req, name, (*rt)->topo.size));
@@ -202,6 +222,7 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
 Handle submit(const TensorView& t, const std::string& name, Request req) {
   auto state = std::make_shared<detail::HandleState>(name, req.kind);
   Handle h(state);
+  Submitting in;  // until the push: shutdown() waits for it
   Runtime* rt = nullptr;
   if (Status s = check_submission(t, name, req, &rt); !s.is_ok()) {
     state->complete(s);
@@ -220,6 +241,7 @@ Handle submit_group(const std::vector<TensorView>& ts, const std::string& name, 
   auto group = detail::make_group_state(name, req.kind, ts.size(), &members);
   Handle h(group);
   if (ts.empty()) return h;
+  Submitting in;  // until the push: shutdown() waits for it
   Runtime* rt = nullptr;
   Status s = name.empty() ? Status::invalid_argument("grouped " + std::string(op_kind_name(req.kind)) +
                                                      ": the group name is empty")
@@ -320,6 +342,10 @@ void init(int* argc, char*** argv) {
 void shutdown() {
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_runtime) return;
+  // Submissions racing this call: those already inside finish their push (the queue's close
+  // below fails what the coordinator has not run), later ones fail with the shutdown message.
+  g_closing.store(true, std::memory_order_seq_cst);
+  while (g_submitting.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   g_runtime->coordinator->request_shutdown();
   g_runtime->coordinator->join();
   g_runtime->queue.close(Status::aborted("kolo has been shut down"));
@@ -518,10 +544,13 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const All
 }
 
 int join() {
-  Runtime& rt = runtime();
   auto state = std::make_shared<detail::HandleState>("kolo.join", OpKind::kAllreduce);
   Handle h(state);
-  rt.queue.push_join(state);
+  {
+    Submitting in;  // until the push: shutdown() waits for it
+    if (g_closing.load(std::memory_order_seq_cst)) throw Error(shut_down());
+    runtime().queue.push_join(state);
+  }
   synchronize(h);
   return state->join_last_rank;
 }

@@ -185,7 +185,8 @@ class ShmGroup {
   // local ranks as detail::Slicing(m, local_size, esize) slices it (shm_pieces.h).
   // reduce_slice: one step; this rank's slice of the chunk, combined over every local rank's
   // prescaled values (op; rank 0's first; kAverage combines like kSum; no postscale), is
-  // written to `out` (the slice's length, private memory). On `first` (the call's first
+  // written to `out` (the slice's length, private memory; for fp16/bf16 `out` holds float32,
+  // combined in float32 and not rounded). On `first` (the call's first
   // step) the ranks compare the call (dtype, op, total) as allreduce does.
   Status reduce_slice(std::span<const Piece> pieces, size_t total, size_t off, size_t m, DType dtype,
                       ReduceOp op, double prescale, void* out, bool first);

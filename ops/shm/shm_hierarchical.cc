@@ -113,8 +113,8 @@ Status hierarchical_allreduce(ShmGroup& local, const HierarchicalComms& comms,
   if (comms.global_size < 1) {
     return Status::invalid_argument("hierarchical allreduce: global size must be positive");
   }
-  if (ops::is_half_float(dtype)) return hierarchical_half(local, comms, pieces, dtype, op, prescale, postscale);
   if (comms.sliced != nullptr) return sliced_allreduce(local, comms, pieces, dtype, op, prescale, postscale);
+  if (ops::is_half_float(dtype)) return hierarchical_half(local, comms, pieces, dtype, op, prescale, postscale);
   KOLO_RETURN_IF_ERROR(local.reduce_to_leader(pieces, dtype, op, prescale));
   if (local.local_rank() == 0) {
     Status s = leaders_allreduce(comms, pieces, dtype, op, postscale);

@@ -45,7 +45,8 @@ constexpr int kSlicedInFlight = 4;
 struct SlicedState {
   explicit SlicedState(MPI_Comm slice_comm, Liveness* liveness) : ring(slice_comm, liveness) {}
   CrossRing ring;
-  std::vector<std::vector<std::byte>> stage;
+  std::vector<std::vector<std::byte>> stage;  // a chunk's slice between hosts (float32 for fp16/bf16)
+  std::vector<std::byte> narrow;              // fp16/bf16: the finished slice, rounded once
 };
 
 // ShmGroup::Agree over `local_comm` (the ranks of this host): MPI_Allreduce(MPI_MIN).
@@ -58,8 +59,9 @@ struct HierarchicalComms {
   SlicedState* sliced = nullptr;        // set on every rank, or none: the sliced path
 };
 
-// Allreduce of `pieces` over every rank of the job, sliced where comms.sliced is set and
-// the dtype is not fp16/bf16, else through the leaders. Prescale applies to each rank's
+// Allreduce of `pieces` over every rank of the job, sliced where comms.sliced is set, else
+// through the leaders. fp16/bf16 values are combined in float32 from the host-local reduce
+// through the step between hosts (float32 on the wire) and rounded to 16 bits once. Prescale applies to each rank's
 // input; kAverage divides by global_size; postscale applies last, once per element (by the
 // host that finishes it), before it is spread. An MPI failure breaks the local group so the
 // host's other ranks stop at once.

@@ -253,4 +253,19 @@ void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DTy
   if (dst2 != nullptr && dst2 != dst) copy_bytes(dst2, dst, bytes);
 }
 
+void reduce_half_to_float(float* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op,
+                          double prescale) {
+  constexpr size_t kBlock = 2048;
+  alignas(64) float x[kBlock];
+  const float pre = static_cast<float>(prescale);
+  for (size_t i = 0; i < count; i += kBlock) {
+    const size_t m = std::min(kBlock, count - i);
+    ops::widen_half(dst + i, static_cast<const char*>(srcs[0]) + i * 2, m, dtype, pre);
+    for (int k = 1; k < n; ++k) {
+      ops::widen_half(x, static_cast<const char*>(srcs[k]) + i * 2, m, dtype, pre);
+      ops::combine_float(dst + i, x, m, op);
+    }
+  }
+}
+
 }  // namespace kolo::shm

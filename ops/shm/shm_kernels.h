@@ -41,6 +41,14 @@ struct PostScale {
 void reduce_sources(void* dst, const void* const* srcs, int n, size_t count, DType dtype,
                     ReduceOp op, void* dst2 = nullptr, PostScale post = {}, double prescale = 1.0);
 
+// fp16/bf16 sources, float32 result: dst[i] = ((pre(srcs[0][i]) op pre(srcs[1][i])) op ...),
+// every source widened to float32 (times `prescale`, in float32) and combined in float32 in
+// source order -- reduce_sources' fp16/bf16 arithmetic without the post factor and the
+// rounding, for callers that combine further in float32 and round once at the end (the
+// sliced allreduce across hosts). REQUIRES: n >= 1; dst overlaps no source.
+void reduce_half_to_float(float* dst, const void* const* srcs, int n, size_t count, DType dtype, ReduceOp op,
+                          double prescale);
+
 // True when reduce_sources may write over any of its sources (the wide fp32/fp64 sum and
 // every fp16/bf16 reduction read every source of an element before storing that element).
 bool reduce_in_place_any(DType dtype, ReduceOp op);

@@ -3,11 +3,13 @@
 // two halves' usual discipline (shm_sync.h):
 //   reduce_slice: rank r copies the chunk, except its own slice, into its slot; after all
 //     arrive, it combines slice r from every rank (rank 0's values first; its own straight
-//     from its buffer) into private memory — the input of its cross-host ring.
+//     from its buffer) into private memory — the input of its cross-host ring (float32 for
+//     fp16/bf16 values, which are rounded once, after the ring).
 //   gather_slices: rank r puts its finished slice into its slot (at the slice's place) and
 //     into its buffer; it copies every other rank's finished slice out of that rank's slot.
 #include <algorithm>
 
+#include "ops/cpu_reduce.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_kernels.h"
 #include "ops/shm/shm_pieces.h"
@@ -25,10 +27,17 @@ Status ShmGroup::reduce_slice(std::span<const Piece> pieces, size_t total, size_
   const detail::Slicing slices(m, n, esize);
   auto* dst = static_cast<char*>(out);
   if (m > slot_bytes_ / esize) return record(Status::internal("shared memory: a slice chunk exceeds the slot"));
+  // fp16/bf16: `out` is float32 (combined in float32, not rounded: the caller rounds once).
+  const bool wide = ops::is_half_float(dtype);
+  const size_t osize = wide ? sizeof(float) : esize;
+  const auto combine = [&](size_t done, const void* const* srcs, int k, size_t cnt) {
+    if (wide) reduce_half_to_float(reinterpret_cast<float*>(dst + done * osize), srcs, k, cnt, dtype, op, prescale);
+    else reduce_sources(dst + done * osize, srcs, k, cnt, dtype, op, nullptr, PostScale{}, prescale);
+  };
   if (n == 1) {
     all.for_range(off, m, [&](char* user, size_t done, size_t cnt) {
       const void* src = user;
-      reduce_sources(dst + done * esize, &src, 1, cnt, dtype, op, nullptr, PostScale{}, prescale);
+      combine(done, &src, 1, cnt);
     });
     return Status::ok();
   }
@@ -48,7 +57,7 @@ Status ShmGroup::reduce_slice(std::span<const Piece> pieces, size_t total, size_
   all.for_range(off + my_lo, slices.len(r), [&](char* user, size_t done, size_t cnt) {
     for (int j = 0; j < n; ++j) srcs_[j] = slot(e, j) + (my_lo + done) * esize;
     srcs_[r] = user;
-    reduce_sources(dst + done * esize, srcs_.data(), n, cnt, dtype, op, nullptr, PostScale{}, prescale);
+    combine(done, srcs_.data(), n, cnt);
   });
   return Status::ok();
 }

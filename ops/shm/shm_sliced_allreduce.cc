@@ -1,5 +1,7 @@
 // The sliced allreduce across hosts (ops/shm/shm_hierarchical.h): host-local reduce-scatter,
-// a ring per slice between hosts, host-local allgather, pipelined over chunks.
+// a ring per slice between hosts, host-local allgather, pipelined over chunks. fp16/bf16:
+// the host-local reduce writes float32, the ring carries float32, and each rank rounds its
+// finished slice to 16 bits once before the allgather.
 //
 // Schedule, the same on every rank (the shared-memory steps must line up): for chunk c,
 // first finish chunk c - kSlicedInFlight (wait for its ring, then gather_slices), then
@@ -41,13 +43,20 @@ Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::sp
   if (total == 0) return Status::ok();
   const size_t chunk = chunk_elements(total, local.slot_bytes() / esize, n, esize);
   const size_t chunks = (total + chunk - 1) / chunk;
-  const size_t stage_bytes = detail::Slicing(chunk, n, esize).len(0) * esize;
+  // fp16/bf16 travel between hosts as float32 and are rounded once, after the ring, with
+  // the post factor folded into the rounding (as on one host).
+  const bool half = ops::is_half_float(dtype);
+  const DType wire = half ? DType::kFloat32 : dtype;
+  const size_t most = detail::Slicing(chunk, n, esize).len(0);
+  const size_t stage_bytes = most * dtype_size(wire);
   if (st.stage.size() < kSlicedInFlight) st.stage.resize(kSlicedInFlight);
   for (auto& b : st.stage) {
     if (b.size() < stage_bytes) b.resize(stage_bytes);
   }
+  if (half && st.narrow.size() < most * esize) st.narrow.resize(most * esize);
+  const float factor = static_cast<float>(ops::post_factor(op, comms.global_size, postscale));
   CrossRing::Finish finish;
-  if (ops::needs_postscale(op, comms.global_size, postscale)) {
+  if (!half && ops::needs_postscale(op, comms.global_size, postscale)) {
     finish = [dtype, op, ranks = comms.global_size, postscale](void* seg, size_t count) {
       ops::apply_postscale(seg, count, dtype, op, ranks, postscale);
     };
@@ -66,7 +75,13 @@ Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::sp
     if (!w.is_ok()) return failed(w);
     size_t off = 0, m = 0;
     range(c, &off, &m);
-    Status s = local.gather_slices(pieces, off, m, dtype, st.stage[slot].data());
+    const void* mine = st.stage[slot].data();
+    if (half) {
+      const size_t len = detail::Slicing(m, n, esize).len(r);
+      ops::narrow_half(st.narrow.data(), reinterpret_cast<const float*>(mine), len, dtype, factor);
+      mine = st.narrow.data();
+    }
+    Status s = local.gather_slices(pieces, off, m, dtype, mine);
     if (!s.is_ok()) st.ring.abandon();
     return s;
   };
@@ -81,7 +96,7 @@ Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::sp
       return s;
     }
     const size_t mine = detail::Slicing(m, n, esize).len(r);
-    s = st.ring.start(slot, st.stage[slot].data(), mine, dtype, op, finish);
+    s = st.ring.start(slot, st.stage[slot].data(), mine, wire, op, finish);
     if (s.is_ok()) s = st.ring.poll();
     if (!s.is_ok()) return failed(s);
   }

@@ -1,7 +1,7 @@
 // The allreduce across hosts (ops/shm/shm_hierarchical.h), run under pretend hosts
 // (KOLO_TEST_RANKS_PER_HOST) or simulated ones: sizes that leave slices and ring segments
 // uneven or empty, buffers of more chunks than the pipeline holds at once, every op, the
-// scales, and every rank holding bitwise the same result. On one host it runs the same
+// scales, fp16/bf16, and every rank holding bitwise the same result. On one host it runs the same
 // checks through the shared-memory path.
 #include <mpi.h>
 
@@ -95,4 +95,15 @@ TEST_CASE("cross-host: many tensors fused into one response", "[cross-host]") {
     cases.push_back({"xh.fused." + std::to_string(k), k % 2 ? DType::kFloat32 : DType::kInt64,
                      k % 3 ? ReduceOp::kSum : ReduceOp::kAverage, static_cast<size_t>(1 + (k * 7919) % 60013)});
   run(cases);
+}
+
+TEST_CASE("cross-host: fp16/bf16 in float32 between hosts, several chunks, every op, scales", "[cross-host]") {
+  // 16-bit values take the sliced path too (float32 from the host-local reduce to the
+  // rounding): counts around the slices and past the pipeline's four chunks.
+  run({{"xh.half.f16.sum.small", DType::kFloat16, ReduceOp::kSum, 7},
+       {"xh.half.bf16.avg.small", DType::kBFloat16, ReduceOp::kAverage, 1029, 0.5, 2.0}});
+  run({{"xh.half.f16.avg.big", DType::kFloat16, ReduceOp::kAverage, 9000011, 2.0, 0.25}});
+  run({{"xh.half.bf16.max.big", DType::kBFloat16, ReduceOp::kMax, 4194319},
+       {"xh.half.f16.min", DType::kFloat16, ReduceOp::kMin, 600001},
+       {"xh.half.bf16.prod", DType::kBFloat16, ReduceOp::kProduct, 524291}});
 }

@@ -16,10 +16,19 @@
 //                     LOOP-FAILED naming kolo's error (faults between hosts, test/hosts)
 //   autotune          300 steps of 20 tensors with KOLO_AUTOTUNE=1: results stay exact while
 //                     the settings switch, and the KOLO_AUTOTUNE_LOG CSV is complete
+//   coordinator-fault with KOLO_TEST_FAULT_RANK=f: rank f's coordinator stops on an injected
+//                     internal error while every rank waits on "kolo.test.fault"; every rank's
+//                     handle, and a later one, must fail within 15 s naming rank f and the
+//                     cause (FAULT-OK, or FAULT-WRONG saying what)
+//   shutdown-race     threads submit while the main thread calls kolo::shutdown(), and on
+//                     until a submission is refused: each handle completes (exact, or failed
+//                     "shut down"), nothing hangs or crashes
+//                     (RACE-OK, or RACE-WRONG saying what)
 //   misuse            the runtime's life cycle used wrongly: collectives before init() and
 //                     after shutdown(), init() and shutdown() twice, init() after shutdown(),
 //                     a handle of the finished runtime waited on twice; each a clear error or
 //                     a no-op, never a hang or a crash (MISUSE-OK, or MISUSE-WRONG naming it)
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <stdexcept>
@@ -181,6 +190,83 @@ int misuse(int* argc, char*** argv) {
   return wrong ? 1 : 0;
 }
 
+// Waits up to 15 s on `h`; ok if it failed naming `want` (printed as FAULT-OK / FAULT-WRONG).
+bool fault_seen(const kolo::Handle& h, const std::string& want, const char* what, int rank) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!h.wait_for(std::chrono::seconds(15))) {
+    std::printf("rank %d: FAULT-WRONG: %s still pending after 15 s\n", rank, what);
+    return false;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string& m = h.status().message();
+  const bool ok = !h.status().is_ok() && m.find(want) != std::string::npos;
+  std::printf("rank %d: %s: %s after %.2f s: %s\n", rank, ok ? "FAULT-OK" : "FAULT-WRONG", what, secs,
+              h.status().is_ok() ? "succeeded" : m.c_str());
+  return ok;
+}
+
+int coordinator_fault() {
+  const char* f = std::getenv("KOLO_TEST_FAULT_RANK");
+  const int rank = kolo::rank();
+  const std::string want = "rank " + std::string(f ? f : "?") + " (pid ";
+  const std::string cause = "stopped: its coordinator failed: internal error: injected fault";
+  std::vector<float> v(1024, 1.0f);
+  for (int i = 0; i < 3; ++i) kolo::allreduce(kolo::TensorView::of(v), "warm", {kolo::ReduceOp::kSum});
+  kolo::Handle h = kolo::allreduce_async(kolo::TensorView::of(v), "kolo.test.fault");
+  bool ok = fault_seen(h, want, "pending", rank);
+  if (ok && h.status().message().find(cause) == std::string::npos) {
+    std::printf("rank %d: FAULT-WRONG: the message lacks \"%s\"\n", rank, cause.c_str());
+    ok = false;
+  }
+  ok = fault_seen(kolo::allreduce_async(kolo::TensorView::of(v), "after"), want, "later", rank) && ok;
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+// Four threads submit allreduces (names of their own) while the main thread shuts down.
+int shutdown_race() {
+  const int rank = kolo::rank();
+  std::atomic<int> wrong{0}, done{0}, refused{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<float> v(64);
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < 100000; ++i) {
+        std::fill(v.begin(), v.end(), 1.0f);
+        kolo::Handle h = kolo::allreduce_async(kolo::TensorView::of(v), "race." + std::to_string(t),
+                                               {kolo::ReduceOp::kSum});
+        if (!h.wait_for(std::chrono::seconds(20))) {
+          std::printf("rank %d: RACE-WRONG: thread %d: a handle still pending after 20 s\n", rank, t);
+          ++wrong;
+          return;
+        }
+        if (h.status().is_ok()) {
+          ++done;
+          continue;
+        }
+        if (h.status().message().find("shut down") == std::string::npos) {
+          std::printf("rank %d: RACE-WRONG: thread %d: %s\n", rank, t, h.status().message().c_str());
+          ++wrong;
+        }
+        // Pending ones fail as the runtime goes; the thread submits on through the teardown
+        // until a submission itself is refused.
+        if (h.status().message().find("kolo::shutdown() was called") != std::string::npos) {
+          ++refused;
+          return;
+        }
+      }
+    });
+  go = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kolo::shutdown();
+  for (auto& th : threads) th.join();
+  std::printf("rank %d: %s (%d completed, %d threads refused)\n", rank, wrong ? "RACE-WRONG" : "RACE-OK",
+              done.load(), refused.load());
+  return wrong ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +315,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     rc = report_failure(kolo::allreduce_async(kolo::TensorView::of(v), "waits-for-rank-1"), "PEER-LOST");
+  } else if (which == "coordinator-fault") {
+    rc = coordinator_fault();
+  } else if (which == "shutdown-race") {
+    rc = shutdown_race();
   } else if (which == "train-loop") {
     rc = train_loop();
   } else if (which == "autotune") {
