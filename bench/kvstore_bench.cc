@@ -41,10 +41,13 @@ std::string load_average() {
 
 int main(int argc, char** argv) {
   CLI::App app{"kolo-bench-kvstore: a step's push + pull through kolo::KVStore"};
-  std::string type = "allreduce", workload = "resnet50", csv, label;
+  std::string type = "allreduce", workload = "resnet50", dtype = "float32", csv, label;
   int steps = 10, warmup = 2;
   app.add_option("--type", type, "allreduce | dist_sync | dist_async")->capture_default_str();
   app.add_option("--workload", workload, "resnet50 | resnet20 | lenet | bert-base")->capture_default_str();
+  app.add_option("--dtype", dtype, "float32 | float16 | bfloat16: the keys' dtype (16-bit keys travel in 16 bits)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}));
   app.add_option("--steps", steps)->capture_default_str();
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--csv", csv, "append one row here (worker 0)");
@@ -63,6 +66,8 @@ int main(int argc, char** argv) {
     } else {
       std::vector<int> keys;
       std::vector<std::vector<float>> w(grads.size()), g(grads.size());
+      std::vector<std::vector<kolo::Half>> wh(grads.size()), gh(grads.size());  // --dtype float16
+      std::vector<std::vector<kolo::BFloat16>> wb(grads.size()), gb(grads.size());  // bfloat16
       std::vector<kolo::TensorView> wv, gv;
       int64_t elements = 0;
       for (size_t i = 0; i < grads.size(); ++i) {
@@ -71,8 +76,20 @@ int main(int argc, char** argv) {
         keys.push_back(static_cast<int>(i));
         w[i].assign(static_cast<size_t>(n), 0.01f);
         g[i].assign(static_cast<size_t>(n), 0.001f * static_cast<float>(kv->rank() + 1));
-        wv.push_back(kolo::TensorView::of(w[i]));
-        gv.push_back(kolo::TensorView::of(g[i]));
+        if (dtype == "float16") {
+          for (float v : w[i]) wh[i].push_back(kolo::float_to_half(v));
+          for (float v : g[i]) gh[i].push_back(kolo::float_to_half(v));
+          wv.push_back(kolo::TensorView::of(wh[i]));
+          gv.push_back(kolo::TensorView::of(gh[i]));
+        } else if (dtype == "bfloat16") {
+          for (float v : w[i]) wb[i].push_back(kolo::float_to_bf16(v));
+          for (float v : g[i]) gb[i].push_back(kolo::float_to_bf16(v));
+          wv.push_back(kolo::TensorView::of(wb[i]));
+          gv.push_back(kolo::TensorView::of(gb[i]));
+        } else {
+          wv.push_back(kolo::TensorView::of(w[i]));
+          gv.push_back(kolo::TensorView::of(g[i]));
+        }
       }
       kv->init(keys, wv);
       kolo::KVOptimizer opt;
@@ -100,9 +117,15 @@ int main(int argc, char** argv) {
         mom = 0.9 * mom - 0.01 * g_mean;
         want += mom;
       }
+      // The pulled weights are rounded to the keys' dtype (float16: 11 bits, bfloat16: 8).
+      for (size_t i = 0; i < w.size(); ++i) {
+        for (size_t e = 0; e < wh[i].size(); ++e) w[i][e] = kolo::half_to_float(wh[i][e]);
+        for (size_t e = 0; e < wb[i].size(); ++e) w[i][e] = kolo::bf16_to_float(wb[i][e]);
+      }
+      const double tol = dtype == "float16" ? 1e-3 : dtype == "bfloat16" ? 8e-3 : 1e-4;
       int64_t wrong = 0;
       for (const auto& t : w)
-        for (float v : t) wrong += std::abs(v - want) > 1e-4 * std::abs(want);
+        for (float v : t) wrong += std::abs(v - want) > tol * std::abs(want);
       if (wrong > 0) {
         std::fprintf(stderr, "kolo-bench-kvstore: worker %d: %lld weights differ from %.7f\n", kv->rank(),
                      static_cast<long long>(wrong), want);
@@ -112,10 +135,10 @@ int main(int argc, char** argv) {
         const double med = percentile(times, 0.5), p10 = percentile(times, 0.1), p90 = percentile(times, 0.9);
         const double mb = static_cast<double>(elements) * 4.0 / 1e6;
         const int servers = kv->num_servers();
-        std::printf("kvstore %-10s %-9s workers %d servers %d: step %.2f ms (p10 %.2f, p90 %.2f), %.1f MB pushed and "
-                    "pulled per worker, load %s\n",
-                    type.c_str(), workload.c_str(), kv->num_workers(), servers, med * 1e3, p10 * 1e3, p90 * 1e3, mb,
-                    load_average().c_str());
+        std::printf("kvstore %-10s %-9s %-8s workers %d servers %d: step %.2f ms (p10 %.2f, p90 %.2f), %.1f MB pushed "
+                    "and pulled per worker (float32), load %s\n",
+                    type.c_str(), workload.c_str(), dtype.c_str(), kv->num_workers(), servers, med * 1e3, p10 * 1e3,
+                    p90 * 1e3, mb, load_average().c_str());
         if (!csv.empty()) {
           const bool fresh = !std::ifstream(csv).good();
           std::ofstream out(csv, std::ios::app);

@@ -8,6 +8,7 @@
 #include "kvstore/stores.h"
 #include "kvstore/transport.h"
 #include "kvstore/updater.h"
+#include "kvstore/wire.h"
 
 namespace kolo::kv {
 namespace {
@@ -17,7 +18,8 @@ struct Request {
   int server_rank = 0;
   Header h;
   const void* payload = nullptr;  // h.payload_bytes to send
-  float* out = nullptr;           // pull: h.size floats of reply
+  std::shared_ptr<void> keep;     // owns the payload when it was converted to 16 bits
+  float* out = nullptr;           // pull: h.size floats of reply (sent in dtype h.dtype)
   std::vector<uint8_t>* blob = nullptr;  // save: the reply's bytes
 };
 
@@ -38,6 +40,7 @@ class DistStore final : public KVStore {
   int num_workers() const override { return t_->roles().workers; }
   int num_servers() const override { return t_->roles().servers; }
   bool is_server() const override { return t_->roles().is_server(t_->rank()); }
+  int64_t value_bytes_moved() const override { return moved_; }
 
   void set_optimizer(const KVOptimizer& o) override {
     require_worker("set_optimizer");
@@ -145,11 +148,18 @@ class DistStore final : public KVStore {
         r.h.size = sl.size;
         r.h.total = it.size;
         r.h.sync = type() == "dist_sync";
+        r.h.dtype = static_cast<int32_t>(it.dtype);
         if (op == Op::kPull) {
           r.out = it.data + sl.offset;
-        } else {
+        } else if (it.dtype == DType::kFloat32) {
           r.payload = it.data + sl.offset;
-          r.h.payload_bytes = sl.size * static_cast<int64_t>(sizeof(float));
+          r.h.payload_bytes = sl.size * wire_size(it.dtype);
+        } else {  // 16-bit keys travel in 16 bits: half the bytes
+          r.h.payload_bytes = sl.size * wire_size(it.dtype);
+          auto wire = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(r.h.payload_bytes));
+          to_wire(it.data + sl.offset, sl.size, it.dtype, wire->data());
+          r.payload = wire->data();
+          r.keep = wire;
         }
         out.push_back(r);
       }
@@ -181,7 +191,8 @@ class DistStore final : public KVStore {
   Status exchange(std::vector<Request> reqs) {
     for (Request& r : reqs) {
       r.h.seq = ++seq_;
-      KOLO_RETURN_IF_ERROR(t_->send(r.server_rank, r.h, r.payload));
+      KOLO_RETURN_IF_ERROR(t_->send(r.server_rank, r.h, r.payload, kTagRequest, r.keep));
+      if (r.h.op == Op::kInit || r.h.op == Op::kPush) moved_ += r.h.payload_bytes;
     }
     Status first_error = Status::ok();
     size_t answered = 0;
@@ -212,8 +223,17 @@ class DistStore final : public KVStore {
       } else if (it->blob != nullptr) {
         it->blob->resize(static_cast<size_t>(h.payload_bytes));
         KOLO_RETURN_IF_ERROR(t_->receive_payload(source, kTagReply, it->blob->data(), h.payload_bytes, during.c_str()));
-      } else if (it->out != nullptr && h.payload_bytes == it->h.size * static_cast<int64_t>(sizeof(float))) {
-        KOLO_RETURN_IF_ERROR(t_->receive_payload(source, kTagReply, it->out, h.payload_bytes, during.c_str()));
+      } else if (it->out != nullptr && h.dtype == it->h.dtype &&
+                 h.payload_bytes == it->h.size * wire_size(static_cast<DType>(it->h.dtype))) {
+        const auto dtype = static_cast<DType>(it->h.dtype);
+        if (dtype == DType::kFloat32) {
+          KOLO_RETURN_IF_ERROR(t_->receive_payload(source, kTagReply, it->out, h.payload_bytes, during.c_str()));
+        } else {
+          wire_.resize(static_cast<size_t>(h.payload_bytes));
+          KOLO_RETURN_IF_ERROR(t_->receive_payload(source, kTagReply, wire_.data(), h.payload_bytes, during.c_str()));
+          from_wire(wire_.data(), it->h.size, dtype, it->out);
+        }
+        moved_ += h.payload_bytes;
       } else {
         return Status::internal("KVStore: a reply of " + std::to_string(h.payload_bytes) + " bytes from " +
                                 describe_rank(t_->roles(), source) + " where none was expected");
@@ -249,6 +269,8 @@ class DistStore final : public KVStore {
   std::unique_ptr<Transport> t_;
   uint64_t seq_ = 0;
   bool closed_ = false;
+  int64_t moved_ = 0;          // value_bytes_moved()
+  std::vector<uint8_t> wire_;  // a 16-bit pull reply before conversion
 };
 
 }  // namespace

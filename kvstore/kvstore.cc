@@ -120,7 +120,7 @@ std::vector<KVStore::Item> KVStore::check(const char* what, const std::vector<in
       if (k->dtype != v.dtype)
         fail(key + ": dtype " + std::string(dtype_name(v.dtype)) + " but init gave " + std::string(dtype_name(k->dtype)));
     }
-    Item item{keys[i], static_cast<float*>(v.data), v.num_elements(), v.shape};
+    Item item{keys[i], static_cast<float*>(v.data), v.num_elements(), v.shape, v.dtype};
     auto same = std::find_if(items.begin(), items.end(), [&](const Item& e) { return e.key == item.key; });
     if (!sum_duplicates || same == items.end()) {
       if (v.dtype != DType::kFloat32) {

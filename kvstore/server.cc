@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kvstore/wire.h"
+
 namespace kolo::kv {
 
 Status Server::run() {
@@ -42,6 +44,15 @@ Status Server::receive(const Header& h, int source, void* into) {
   const std::string during = "receiving the payload of a " + std::string(op_name(h.op)) + " from " +
                              describe_rank(t_.roles(), source);
   return t_.receive_payload(source, kTagRequest, into, h.payload_bytes, during.c_str());
+}
+
+Status Server::receive_values(const Header& h, int source, float* into) {
+  const auto dtype = static_cast<DType>(h.dtype);
+  if (dtype == DType::kFloat32) return receive(h, source, into);
+  wire_.resize(static_cast<size_t>(std::max<int64_t>(h.payload_bytes, 0)));
+  KOLO_RETURN_IF_ERROR(receive(h, source, wire_.data()));
+  from_wire(wire_.data(), h.size, dtype, into);
+  return Status::ok();
 }
 
 Status Server::reply(int dest, const Header& request, const void* payload, int64_t bytes) {
@@ -88,8 +99,10 @@ Status Server::handle(const Header& h, int source) {
     r.payload_bytes = static_cast<int64_t>(blob->size());
     return t_.send(source, r, blob->data(), kTagReply, blob);
   }
-  const int64_t bytes = h.size * static_cast<int64_t>(sizeof(float));
-  if (h.size <= 0 || h.offset < 0 || h.offset + h.size > h.total ||
+  const auto dtype = static_cast<DType>(h.dtype);
+  const bool dtype_ok = h.dtype >= 0 && h.dtype <= static_cast<int32_t>(DType::kFloat64) && wire_dtype_ok(dtype);
+  const int64_t bytes = dtype_ok ? h.size * wire_size(dtype) : -1;  // on the wire
+  if (h.size <= 0 || h.offset < 0 || h.offset + h.size > h.total || !dtype_ok ||
       (h.op != Op::kPull && h.payload_bytes != bytes)) {
     KOLO_RETURN_IF_ERROR(receive(h, source, nullptr));
     return reply_error(source, h, "malformed request: " + where(h));
@@ -102,8 +115,9 @@ Status Server::handle(const Header& h, int source) {
     }
     Slice& s = slices_[{h.key, h.offset}];
     s.total = h.total;
+    s.dtype = dtype;
     s.weight.resize(static_cast<size_t>(h.size));
-    KOLO_RETURN_IF_ERROR(receive(h, source, s.weight.data()));
+    KOLO_RETURN_IF_ERROR(receive_values(h, source, s.weight.data()));
     return reply(source, h);
   }
   if (it == slices_.end() || it->second.total != h.total || static_cast<int64_t>(it->second.weight.size()) != h.size) {
@@ -118,23 +132,34 @@ Status Server::handle(const Header& h, int source) {
     return reply_error(source, h, why + ": " + where(h) + ", from " + describe_rank(t_.roles(), source));
   }
   Slice& s = it->second;
+  if (dtype != s.dtype) {
+    KOLO_RETURN_IF_ERROR(receive(h, source, nullptr));
+    return reply_error(source, h, "key " + std::to_string(h.key) + " was initialised as " + std::string(dtype_name(s.dtype)) +
+                                      " but this request carries " + std::string(dtype_name(dtype)) + ": " + where(h) + ", from " +
+                                      describe_rank(t_.roles(), source));
+  }
   if (h.op == Op::kPush) return push(h, source, s);
   // Pull. dist_sync: the weights change only once every worker has pushed again, which this
   // worker does after this reply is received, so the weights are sent in place. dist_async:
   // another worker's push may change them while the send is in flight: send a copy.
-  if (sync_) return reply(source, h, s.weight.data(), bytes);
+  // A 16-bit key is sent as a 16-bit copy.
+  if (sync_ && dtype == DType::kFloat32) return reply(source, h, s.weight.data(), bytes);
   auto copy = std::make_shared<std::vector<float>>(s.weight);
-  if (optimizer_ && optimizer_->options().lookahead && !custom_) optimizer_->look_ahead(h.key, h.offset, *copy);
+  if (!sync_ && optimizer_ && optimizer_->options().lookahead && !custom_)
+    optimizer_->look_ahead(h.key, h.offset, *copy);
   Header r = h;
   r.failed = 0;
   r.payload_bytes = bytes;
-  return t_.send(source, r, copy->data(), kTagReply, copy);
+  if (dtype == DType::kFloat32) return t_.send(source, r, copy->data(), kTagReply, copy);
+  auto wire = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(bytes));
+  to_wire(copy->data(), h.size, dtype, wire->data());
+  return t_.send(source, r, wire->data(), kTagReply, wire);
 }
 
 Status Server::push(const Header& h, int source, Slice& s) {
   if (!sync_) {
     scratch_.resize(static_cast<size_t>(h.size));
-    KOLO_RETURN_IF_ERROR(receive(h, source, scratch_.data()));
+    KOLO_RETURN_IF_ERROR(receive_values(h, source, scratch_.data()));
     apply(h.key, h.offset, s, scratch_);
     return reply(source, h);
   }
@@ -145,10 +170,10 @@ Status Server::push(const Header& h, int source, Slice& s) {
     }
   if (s.waiting.empty()) {
     s.sum.resize(static_cast<size_t>(h.size));
-    KOLO_RETURN_IF_ERROR(receive(h, source, s.sum.data()));
+    KOLO_RETURN_IF_ERROR(receive_values(h, source, s.sum.data()));
   } else {
     scratch_.resize(static_cast<size_t>(h.size));
-    KOLO_RETURN_IF_ERROR(receive(h, source, scratch_.data()));
+    KOLO_RETURN_IF_ERROR(receive_values(h, source, scratch_.data()));
     for (size_t i = 0; i < s.sum.size(); ++i) s.sum[i] += scratch_[i];
   }
   s.waiting.push_back({source, h.seq});

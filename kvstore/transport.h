@@ -27,6 +27,7 @@
 
 #include "core/config.h"
 #include "core/liveness.h"
+#include "kolo/types.h"
 #include "kvstore/sharding.h"
 #include "ops/mpi_channel.h"
 
@@ -48,6 +49,8 @@ struct Header {
   int64_t payload_bytes = 0;  // bytes that follow on the data tag
   int32_t failed = 0;         // reply: 1 = the payload is an error message
   int32_t sync = 0;           // request: the store's type is dist_sync
+  // init, push, pull and their replies: the values' dtype on the wire (kvstore/wire.h), the key's
+  int32_t dtype = static_cast<int32_t>(DType::kFloat32);
 };
 
 class Transport {

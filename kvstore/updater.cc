@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <string>
 
 #include "kvstore/bytes.h"
@@ -29,6 +30,14 @@ Status validate(const KVOptimizer& o) {
   if (o.beta1 < 0 || o.beta1 >= 1 || o.beta2 < 0 || o.beta2 >= 1) return bad("beta1 and beta2 must be in [0, 1)");
   if (o.epsilon <= 0) return bad("epsilon must be positive");
   if (o.lookahead && (o.kind != "sgd" || o.momentum <= 0)) return bad("lookahead needs sgd with momentum > 0");
+  if (o.lr_schedule != "constant" && o.lr_schedule != "cosine")
+    return bad("lr_schedule \"" + o.lr_schedule + "\" is not one of constant, cosine");
+  if (o.warmup_updates < 0) return bad("warmup_updates " + std::to_string(o.warmup_updates) + " is negative");
+  if (o.lr_schedule == "cosine" && o.max_updates <= o.warmup_updates)
+    return bad("cosine schedule: max_updates " + std::to_string(o.max_updates) + " must exceed warmup_updates " +
+               std::to_string(o.warmup_updates));
+  if (!(o.warmup_begin_lr == o.warmup_begin_lr) || !(o.final_lr == o.final_lr))
+    return bad("warmup_begin_lr or final_lr is NaN");
   return Status::ok();
 }
 
@@ -46,6 +55,11 @@ std::vector<uint8_t> encode(const KVOptimizer& o) {
   for (double d : {o.learning_rate, o.momentum, o.wd, o.rescale_grad, o.clip_gradient, o.beta1, o.beta2, o.epsilon})
     w.put(d);
   w.put(static_cast<uint8_t>(o.lookahead));
+  w.put_string(o.lr_schedule);
+  w.put(o.warmup_updates);
+  w.put(o.warmup_begin_lr);
+  w.put(o.max_updates);
+  w.put(o.final_lr);
   return std::move(w.bytes());
 }
 
@@ -57,17 +71,33 @@ Status decode(const uint8_t* p, size_t n, KVOptimizer* out) {
                     &o.epsilon})
     *d = r.get<double>();
   o.lookahead = r.get<uint8_t>() != 0;
+  o.lr_schedule = r.get_string();
+  o.warmup_updates = r.get<int64_t>();
+  o.warmup_begin_lr = r.get<double>();
+  o.max_updates = r.get<int64_t>();
+  o.final_lr = r.get<double>();
   if (!r.ok() || !r.at_end()) return Status::invalid_argument("KVOptimizer message of " + std::to_string(n) + " bytes is malformed");
   *out = o;
   return validate(o);
 }
 
+double learning_rate_at(const KVOptimizer& o, int64_t u) {
+  if (u < o.warmup_updates)
+    return o.warmup_begin_lr + (o.learning_rate - o.warmup_begin_lr) * static_cast<double>(u) /
+                                   static_cast<double>(o.warmup_updates);
+  if (o.lr_schedule != "cosine") return o.learning_rate;
+  if (u > o.max_updates) return o.final_lr;
+  const double p = static_cast<double>(u - o.warmup_updates) / static_cast<double>(o.max_updates - o.warmup_updates);
+  return o.final_lr + (o.learning_rate - o.final_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * p));
+}
+
 void Updater::apply(int key, int64_t offset, std::span<const float> grad, std::span<float> weight) {
   State& s = state_[{key, offset}];
   const size_t n = weight.size();
-  const auto lr = static_cast<float>(opt_.learning_rate), wd = static_cast<float>(opt_.wd),
-             rescale = static_cast<float>(opt_.rescale_grad);
   ++s.t;
+  const double rate = learning_rate_at(opt_, s.t);
+  const auto lr = static_cast<float>(rate), wd = static_cast<float>(opt_.wd),
+             rescale = static_cast<float>(opt_.rescale_grad);
   if (opt_.kind == "sgd") {
     if (opt_.momentum == 0) {
       for (size_t i = 0; i < n; ++i) weight[i] -= lr * (clipped(rescale * grad[i], opt_.clip_gradient) + wd * weight[i]);
@@ -87,7 +117,7 @@ void Updater::apply(int key, int64_t offset, std::span<const float> grad, std::s
   const auto b1 = static_cast<float>(opt_.beta1), b2 = static_cast<float>(opt_.beta2),
              eps = static_cast<float>(opt_.epsilon);
   const auto t = static_cast<double>(s.t);
-  const auto step = static_cast<float>(opt_.learning_rate * std::sqrt(1.0 - std::pow(opt_.beta2, t)) /
+  const auto step = static_cast<float>(rate * std::sqrt(1.0 - std::pow(opt_.beta2, t)) /
                                        (1.0 - std::pow(opt_.beta1, t)));
   for (size_t i = 0; i < n; ++i) {
     const float g = clipped(rescale * grad[i], opt_.clip_gradient) + wd * weight[i];

@@ -20,6 +20,8 @@ namespace kolo::kv {
 Status validate(const KVOptimizer& o);
 // validate(), and lookahead only for a store of type "dist_async" (where pulls race pushes).
 Status validate_for(const KVOptimizer& o, const std::string& store_type);
+// The rate of update number u (1 for a slice's first) under o's schedule (KVOptimizer).
+double learning_rate_at(const KVOptimizer& o, int64_t u);
 std::vector<uint8_t> encode(const KVOptimizer& o);
 Status decode(const uint8_t* p, size_t n, KVOptimizer* out);
 

@@ -1,7 +1,9 @@
 // kolo-train's KVStore step: examples/kolo_train/kv_path.h.
 #include "examples/kolo_train/kv_path.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 
 #include "examples/kolo_train/trainer.h"
@@ -15,10 +17,11 @@ KvPath::KvPath(const TrainOptions& o) : o_(o) {
     throw std::invalid_argument("--kv-store " + o.kv_store +
                                 " takes --device cpu, one backward pass per step, no --fp16-allreduce, "
                                 "--remainder drop, no --rank-weights and no checkpoints");
-  if (o.optimizer != "sgd" || o.nesterov || o.schedule != "constant" || o.warmup_epochs != 0 || o.scale_lr)
+  if (o.optimizer != "sgd" || o.nesterov || (o.schedule != "constant" && o.schedule != "cosine") || o.scale_lr)
     throw std::invalid_argument("--kv-store " + o.kv_store +
-                                ": the store runs MXNet's sgd (momentum, weight decay) at a constant rate: use "
-                                "--optimizer sgd --schedule constant --warmup-epochs 0, without --nesterov/--scale-lr");
+                                ": the store runs MXNet's sgd (momentum, weight decay) with a constant or cosine rate "
+                                "and warm-up: use --optimizer sgd --schedule constant|cosine, without "
+                                "--nesterov/--scale-lr");
   if (o.kv_store == "local" && kolo::size() != 1)
     throw std::invalid_argument("--kv-store local trains in one process; with " + std::to_string(kolo::size()) +
                                 " ranks use allreduce, dist_sync or dist_async");
@@ -35,7 +38,7 @@ std::vector<TensorView> KvPath::views(nn::ParamStore& params, bool grads) const 
   return v;
 }
 
-void KvPath::start(nn::ParamStore& params) {
+void KvPath::start(nn::ParamStore& params, int64_t steps_per_epoch) {
   keys_.clear();
   for (size_t i = 0; i < params.count(); ++i) keys_.push_back(static_cast<int>(i));
   kv_->init(keys_, views(params, false));
@@ -46,6 +49,14 @@ void KvPath::start(nn::ParamStore& params) {
   opt.wd = o_.weight_decay;
   opt.rescale_grad = 1.0 / kv_->num_workers();
   opt.lookahead = o_.kv_lookahead;
+  // The schedule runs on the servers by update count: in dist_async every worker's push is
+  // an update, so a step of the workers is num_workers() updates of each key.
+  const double per_epoch =
+      static_cast<double>(steps_per_epoch) * (o_.kv_store == "dist_async" ? kv_->num_workers() : 1);
+  opt.lr_schedule = o_.schedule;
+  opt.warmup_updates = std::llround(o_.warmup_epochs * per_epoch);
+  opt.warmup_begin_lr = 0.1 * o_.lr;  // the allreduce path's warm-up starts at 0.1 of the rate too
+  opt.max_updates = std::max(std::llround(o_.epochs * per_epoch), static_cast<long long>(opt.warmup_updates) + 1);
   kv_->set_optimizer(opt);
   kv_->pull(keys_, views(params, false));  // every worker starts from worker 0's weights
 }

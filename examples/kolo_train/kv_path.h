@@ -9,7 +9,8 @@
 // same step per sample (MXNet's Module scales async pushes by 1/batch, a full step each: worse
 // here, docs/kvstore.md). --kv-lookahead sets KVOptimizer::lookahead (dist_async). A step: the whole
 // backward pass, then push every gradient and pull every weight (no overlap with the
-// backward pass). The servers keep a constant learning rate.
+// backward pass). --schedule constant|cosine and --warmup-epochs run on the servers
+// (KVOptimizer's schedule, by update count; docs/kvstore.md).
 // Server ranks serve() until the workers are done. Workers must not call kolo's collectives
 // (the servers never join them): metrics go through sum_over_workers().
 // Thread safety: the training thread.
@@ -35,8 +36,9 @@ class KvPath {
   void serve() { kv_->run_server(); }
   int rank() const { return kv_->rank(); }
   int workers() const { return kv_->num_workers(); }
-  // Workers: the keys from the model's parameters (worker 0's values), and the optimizer.
-  void start(nn::ParamStore& params);
+  // Workers: the keys from the model's parameters (worker 0's values), and the optimizer,
+  // whose schedule counts `steps_per_epoch` steps of every worker per epoch.
+  void start(nn::ParamStore& params, int64_t steps_per_epoch);
   // Workers: push the gradients, pull the weights; returns the seconds it took.
   double step(nn::ParamStore& params);
   void sum_over_workers(std::span<double> v) { kv_->sum_over_workers(v); }

@@ -402,7 +402,9 @@ nlohmann::json run_training(const TrainOptions& o) {
   Run r = make_run(o, kv.get());
   int first_epoch = 0;
   if (kv) {
-    kv->start(r.model->params());
+    int64_t steps = r.sampler.batches_per_epoch();
+    if (o.max_batches > 0) steps = std::min(steps, o.max_batches);
+    kv->start(r.model->params(), steps);
   } else if (o.resume) {
     if (o.checkpoint_dir.empty()) throw std::invalid_argument("--resume needs --checkpoint-dir");
     load_checkpoint(o, *r.model, r.opt->inner(), &first_epoch, &r.step);

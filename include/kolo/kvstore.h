@@ -60,6 +60,20 @@ struct KVOptimizer {
   // then computed near where the server applies it (after the other workers' pushes), which
   // takes most of the staleness out of momentum SGD (docs/kvstore.md, "dist_async accuracy").
   bool lookahead = false;
+  // Learning-rate schedule, applied where the weights live (MXNet's CosineScheduler): by the
+  // number u = 1, 2, ... of the update being applied to a slice of a key (in dist_async every
+  // worker's push is one update, so n workers make n updates per step each), the rate is
+  //   u <  warmup_updates:  warmup_begin_lr + (learning_rate - warmup_begin_lr) * u / warmup_updates
+  //   u <= max_updates:     final_lr + (learning_rate - final_lr) * (1 + cos(pi * p)) / 2,
+  //                         p = (u - warmup_updates) / (max_updates - warmup_updates)
+  //   later:                final_lr.
+  // "constant" (the default) keeps learning_rate; warmup_updates also applies to it (then
+  // learning_rate from u = warmup_updates on). Saved optimizer states keep u.
+  std::string lr_schedule = "constant";  // "constant" or "cosine"
+  int64_t warmup_updates = 0;
+  double warmup_begin_lr = 0.0;
+  int64_t max_updates = 0;  // cosine: > warmup_updates
+  double final_lr = 0.0;
 };
 
 // A custom update: `weight` (elements [offset, offset+size) of key `key`) from `grad`, the
@@ -110,6 +124,10 @@ class KVStore {
   // Servers: serve until every worker has closed. `updater`, when set, replaces the
   // optimizer sent by set_optimizer. Throws kolo::Error on a dead peer.
   virtual void run_server(KVUpdater updater = {});
+  // Bytes of values this worker has sent to and received from the servers (init, push and
+  // pull payloads; a float16/bfloat16 key travels in 2 bytes per element, a float32 one in
+  // 4); 0 in "local" and "allreduce". For tests and measurements.
+  virtual int64_t value_bytes_moved() const { return 0; }
   // Workers: tell the servers this worker is done, then wait for every rank (collective).
   // Called by the destructor if forgotten (errors are then logged, not thrown).
   virtual void close() {}
@@ -117,12 +135,14 @@ class KVStore {
  protected:
   explicit KVStore(std::string type) : type_(std::move(type)) {}
 
-  // One checked request: the key, the (summed) value or output, its shape.
+  // One checked request: the key, the (summed) value or output as float32, its shape, and
+  // the key's dtype (the dist types send 16-bit keys' values in 16 bits).
   struct Item {
     int key = 0;
     float* data = nullptr;
     int64_t size = 0;
     Shape shape;
+    DType dtype = DType::kFloat32;
   };
   virtual void do_init(const std::vector<Item>& items) = 0;
   virtual void do_push(const std::vector<Item>& items) = 0;

@@ -113,7 +113,9 @@ void bind_kvstore(py::module_& m) {
       .def(
           "set_optimizer",
           [](PyKVStore& s, const std::string& kind, double lr, double momentum, double wd, double rescale_grad,
-             double clip_gradient, double beta1, double beta2, double epsilon, bool lookahead) {
+             double clip_gradient, double beta1, double beta2, double epsilon, bool lookahead,
+             const std::string& lr_schedule, int64_t warmup_updates, double warmup_begin_lr, int64_t max_updates,
+             double final_lr) {
             KVOptimizer o;
             o.kind = kind;
             o.learning_rate = lr;
@@ -125,10 +127,17 @@ void bind_kvstore(py::module_& m) {
             o.beta2 = beta2;
             o.epsilon = epsilon;
             o.lookahead = lookahead;
+            o.lr_schedule = lr_schedule;
+            o.warmup_updates = warmup_updates;
+            o.warmup_begin_lr = warmup_begin_lr;
+            o.max_updates = max_updates;
+            o.final_lr = final_lr;
             without_gil([&] { s.get().set_optimizer(o); });
           },
           py::arg("kind"), py::arg("learning_rate"), py::arg("momentum"), py::arg("wd"), py::arg("rescale_grad"),
-          py::arg("clip_gradient"), py::arg("beta1"), py::arg("beta2"), py::arg("epsilon"), py::arg("lookahead") = false)
+          py::arg("clip_gradient"), py::arg("beta1"), py::arg("beta2"), py::arg("epsilon"), py::arg("lookahead") = false,
+          py::arg("lr_schedule") = "constant", py::arg("warmup_updates") = 0, py::arg("warmup_begin_lr") = 0.0,
+          py::arg("max_updates") = 0, py::arg("final_lr") = 0.0)
       .def(
           "set_updater", [](PyKVStore& s, py::object fn) { s.get().set_updater(updater_from(std::move(fn))); },
           py::arg("updater"), "updater(key, offset, grad_ptr, weight_ptr, size), or None")

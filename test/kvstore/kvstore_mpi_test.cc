@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 
 #include "kolo/kolo.h"
 #include "kolo/kvstore.h"
@@ -72,20 +73,20 @@ std::vector<float> train(kolo::KVStore& kv, int k0, int steps, int batch, std::v
   return w;
 }
 
-}  // namespace
-
-// dist_sync (any server count), allreduce: n workers with batch b == 1 worker with batch n*b.
-TEST_CASE("n workers with batch b equal one worker with batch n*b", "[sync]") {
-  kolo::KVStore& kv = *g_kv;
+// n workers with batch b (keys k0, k0+1 of the store, optimizer `o` with rescale 1/n) end
+// where one worker with batch n*b (a local store, rescale 1) does, to 1e-5.
+void check_equals_large_batch(kolo::KVStore& kv, int k0, kolo::KVOptimizer o) {
   const int n = kv.num_workers(), steps = 10, batch = 3;
   std::vector<float> w0(kDim, 0.0f), b0(1, 0.0f);
-  kv.init({0, 1}, {kolo::TensorView::of(w0), kolo::TensorView::of(b0)});
-  kv.set_optimizer(sgd(1.0 / n));
-  const std::vector<float> got = train(kv, 0, steps, batch);
+  kv.init({k0, k0 + 1}, {kolo::TensorView::of(w0), kolo::TensorView::of(b0)});
+  o.rescale_grad = 1.0 / n;
+  kv.set_optimizer(o);
+  const std::vector<float> got = train(kv, k0, steps, batch);
 
   auto ref = kolo::KVStore::create("local");  // one worker, batch n*b, the same update rule
   ref->init({0, 1}, {kolo::TensorView::of(w0), kolo::TensorView::of(b0)});
-  ref->set_optimizer(sgd(1.0));
+  o.rescale_grad = 1.0;
+  ref->set_optimizer(o);
   std::vector<float> w(kDim, 0.0f), gw;
   float b = 0, gb = 0;
   for (int s = 0; s < steps; ++s) {
@@ -102,6 +103,26 @@ TEST_CASE("n workers with batch b equal one worker with batch n*b", "[sync]") {
     moved += std::abs(w[i]);
   }
   CHECK(moved > 0.1);  // the weights did change
+}
+
+}  // namespace
+
+// dist_sync (any server count), allreduce: n workers with batch b == 1 worker with batch n*b.
+TEST_CASE("n workers with batch b equal one worker with batch n*b", "[sync]") {
+  check_equals_large_batch(*g_kv, 0, sgd(1.0));
+}
+
+// The same with the rate scheduled where the weights live (warm-up, then cosine decay to
+// final_lr within the 10 steps, then final_lr): servers count updates as the local store does.
+TEST_CASE("a scheduled rate keeps n workers with batch b equal to one with batch n*b", "[sync]") {
+  kolo::KVOptimizer o = sgd(1.0);
+  o.learning_rate = 0.1;
+  o.lr_schedule = "cosine";
+  o.warmup_updates = 3;
+  o.warmup_begin_lr = 0.01;
+  o.max_updates = 8;
+  o.final_lr = 0.005;
+  check_equals_large_batch(*g_kv, 60, o);
 }
 
 // Keys larger than one server's share (KOLO_KVSTORE_BIGARRAY_BOUND small), odd sizes.
@@ -137,6 +158,50 @@ TEST_CASE("keys split across servers keep every element", "[split]") {
 }
 
 // dist_async: every push is applied exactly once (SGD with lr -1 adds each push).
+// 16-bit keys travel in 16 bits (half a float32 key's bytes) and sum exactly in float32 on
+// the servers; split across servers where KOLO_KVSTORE_BIGARRAY_BOUND is small.
+float as_float(float x) { return x; }
+float as_float(kolo::Half x) { return kolo::half_to_float(x); }
+float as_float(kolo::BFloat16 x) { return kolo::bf16_to_float(x); }
+template <class T>
+T from_float(float x) {
+  if constexpr (std::is_same_v<T, kolo::Half>) return kolo::float_to_half(x);
+  else if constexpr (std::is_same_v<T, kolo::BFloat16>) return kolo::float_to_bf16(x);
+  else return x;
+}
+
+template <class T>
+void check_wire(kolo::KVStore& kv, int key, int64_t elements, int64_t wire_size) {
+  const int n = kv.num_workers();
+  std::vector<T> w(static_cast<size_t>(elements)), g(w.size()), out(w.size());
+  for (size_t e = 0; e < w.size(); ++e) {
+    w[e] = from_float<T>(static_cast<float>(e % 7));
+    g[e] = from_float<T>(0.5f * static_cast<float>(kv.rank() + 1));
+  }
+  kv.init(key, kolo::TensorView::of(w));
+  const int64_t before = kv.value_bytes_moved();
+  kv.push(key, kolo::TensorView::of(g));
+  kv.barrier();  // dist_async: every worker's push applied before anyone pulls
+  kv.pull(key, kolo::TensorView::of(out));
+  CHECK(kv.value_bytes_moved() - before == 2 * elements * wire_size);  // one push, one pull
+  const float added = 0.5f * static_cast<float>(n * (n + 1) / 2);
+  for (size_t e = 0; e < out.size(); ++e) {
+    INFO("element " << e);
+    REQUIRE(as_float(out[e]) == static_cast<float>(e % 7) + added);
+  }
+  kv.barrier();  // nobody sets the next optimizer while another still pulls
+}
+
+TEST_CASE("16-bit values travel in 16 bits to and from the servers", "[wire]") {
+  kolo::KVStore& kv = *g_kv;
+  kolo::KVOptimizer add;  // SGD at rate -1: the weights gain the sum of the pushes
+  add.learning_rate = -1.0;
+  kv.set_optimizer(add);
+  check_wire<kolo::Half>(kv, 70, 1001, 2);
+  check_wire<kolo::BFloat16>(kv, 71, 37, 2);
+  check_wire<float>(kv, 72, 1001, 4);
+}
+
 TEST_CASE("dist_async applies every push exactly once", "[count]") {
   kolo::KVStore& kv = *g_kv;
   const int pushes = 200;

@@ -147,6 +147,56 @@ TEST_CASE("optimizer state saved and loaded per slice", "[kvstore]") {
   CHECK_THAT(c.load(saved.data(), saved.size(), {{{3, 0}, 5}}).message(), Catch::Contains("\"sgd\""));
 }
 
+TEST_CASE("the learning-rate schedule runs by update count: warm-up, cosine, final rate", "[kvstore]") {
+  kolo::KVOptimizer o;
+  o.learning_rate = 1.0;
+  o.lr_schedule = "cosine";
+  o.warmup_updates = 2;
+  o.warmup_begin_lr = 0.2;
+  o.max_updates = 6;
+  o.final_lr = 0.1;
+  // By hand: u=1 warm-up 0.2 + 0.8*1/2; u=2..6 cosine over p = 0, 1/4, 1/2, 3/4, 1; then 0.1.
+  const double c = std::cos(M_PI / 4);
+  const std::vector<double> rates = {0.6, 1.0, 0.1 + 0.45 * (1 + c), 0.55, 0.1 + 0.45 * (1 - c), 0.1, 0.1};
+  kolo::kv::Updater u(o), resumed(o);
+  std::vector<float> w = {0.0f}, g = {1.0f};  // plain SGD, gradient 1: each step moves by its rate
+  for (size_t i = 0; i < rates.size(); ++i) {
+    INFO("update " << i + 1);
+    CHECK(kolo::kv::learning_rate_at(o, static_cast<int64_t>(i) + 1) == Approx(rates[i]));
+    const float before = w[0];
+    u.apply(7, 0, g, w);
+    CHECK(before - w[0] == Approx(rates[i]).epsilon(1e-6));
+    if (i == 2) {  // a saved state keeps the update count: the resumed holder goes on at u=4
+      auto saved = u.save();
+      REQUIRE(resumed.load(saved.data(), saved.size(), {{{7, 0}, 1}}).is_ok());
+    }
+  }
+  std::vector<float> wr = {0.0f};
+  resumed.apply(7, 0, g, wr);
+  CHECK(-wr[0] == Approx(0.55).epsilon(1e-6));
+
+  kolo::KVOptimizer warm;  // warm-up before a constant rate
+  warm.learning_rate = 2.0;
+  warm.warmup_updates = 4;
+  for (int i = 1; i <= 6; ++i) CHECK(kolo::kv::learning_rate_at(warm, i) == Approx(i < 4 ? 2.0 * i / 4 : 2.0));
+
+  auto bytes = kolo::kv::encode(o);
+  kolo::KVOptimizer back;
+  REQUIRE(kolo::kv::decode(bytes.data(), bytes.size(), &back).is_ok());
+  CHECK(back.lr_schedule == "cosine");
+  CHECK(back.warmup_updates == 2);
+  CHECK(back.warmup_begin_lr == 0.2);
+  CHECK(back.max_updates == 6);
+  CHECK(back.final_lr == 0.1);
+
+  o.max_updates = 2;
+  CHECK_THAT(kolo::kv::validate(o).message(), Catch::Contains("max_updates 2 must exceed warmup_updates 2"));
+  o.lr_schedule = "poly";
+  CHECK_THAT(kolo::kv::validate(o).message(), Catch::Contains("lr_schedule \"poly\""));
+  warm.warmup_updates = -1;
+  CHECK_THAT(kolo::kv::validate(warm).message(), Catch::Contains("warmup_updates -1"));
+}
+
 TEST_CASE("local store: push sums, updater applies, pull reads", "[kvstore]") {
   auto kv = kolo::KVStore::create("local");
   CHECK(kv->rank() == 0);

@@ -40,17 +40,37 @@ KoloError = _kolo.KoloError
 
 # --- optimizers (MXNet's update rules; run where the weights live) -----------------------------
 
+class CosineScheduler:
+    """MXNet's lr_scheduler.CosineScheduler, run where the weights live (by the number u of
+    the update applied to a key; in dist_async each worker's push is one update): linear
+    warm-up from warmup_begin_lr over warmup_steps updates, then a cosine from the
+    optimizer's learning_rate down to final_lr at max_update, then final_lr. base_lr is
+    replaced by the optimizer's learning_rate, as in MXNet."""
+
+    def __init__(self, max_update, base_lr=0.01, final_lr=0.0, warmup_steps=0, warmup_begin_lr=0.0,
+                 warmup_mode="linear"):
+        if warmup_mode != "linear":
+            raise ValueError("kolo.torch.kvstore.CosineScheduler: only warmup_mode='linear' is supported")
+        self.max_update, self.base_lr, self.final_lr = int(max_update), base_lr, final_lr
+        self.warmup_steps, self.warmup_begin_lr = int(warmup_steps), warmup_begin_lr
+
+
 class SGD:
     """MXNet's SGD: g = clip(rescale_grad*grad) + wd*w; mom = momentum*mom - lr*g; w += mom
     (without momentum: w -= lr*g). clip_gradient None: no clipping. lookahead (dist_async,
-    momentum > 0): pulls return w + momentum*mom (docs/kvstore.md, "dist_async accuracy")."""
+    momentum > 0): pulls return w + momentum*mom (docs/kvstore.md, "dist_async accuracy").
+    lr_scheduler: None (constant rate) or a CosineScheduler."""
     kind = "sgd"
 
     def __init__(self, learning_rate=0.01, momentum=0.0, wd=0.0, rescale_grad=1.0, clip_gradient=None,
-                 lookahead=False):
+                 lookahead=False, lr_scheduler=None):
         self.learning_rate, self.momentum, self.wd = learning_rate, momentum, wd
         self.rescale_grad, self.clip_gradient, self.lookahead = rescale_grad, clip_gradient, lookahead
         self.beta1, self.beta2, self.epsilon = 0.9, 0.999, 1e-8
+        if lr_scheduler is not None and not isinstance(lr_scheduler, CosineScheduler):
+            raise TypeError("kolo.torch.kvstore: lr_scheduler must be a CosineScheduler (or None), got %s"
+                            % type(lr_scheduler).__name__)
+        self.lr_scheduler = lr_scheduler
 
     def __repr__(self):
         return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in sorted(vars(self).items())))
@@ -62,8 +82,8 @@ class Adam(SGD):
     kind = "adam"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, wd=0.0, rescale_grad=1.0,
-                 clip_gradient=None):
-        super().__init__(learning_rate, 0.0, wd, rescale_grad, clip_gradient)
+                 clip_gradient=None, lr_scheduler=None):
+        super().__init__(learning_rate, 0.0, wd, rescale_grad, clip_gradient, lr_scheduler=lr_scheduler)
         self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
 
 
@@ -183,9 +203,12 @@ class KVStore:
                             "create_optimizer(name, ...)), got %s" % type(optimizer).__name__)
         o = optimizer
         clip = -1.0 if o.clip_gradient is None else float(o.clip_gradient)
+        s = getattr(o, "lr_scheduler", None)
+        schedule = () if s is None else ("cosine", s.warmup_steps, float(s.warmup_begin_lr), s.max_update,
+                                         float(s.final_lr))
         self._call(self._kv.set_optimizer, o.kind, float(o.learning_rate), float(o.momentum), float(o.wd),
                    float(o.rescale_grad), clip, float(o.beta1), float(o.beta2), float(o.epsilon),
-                   bool(o.lookahead))
+                   bool(o.lookahead), *schedule)
 
     def set_updater(self, updater):
         """MXNet's updater(key, grad, weight): updates `weight` in place from `grad` (the

@@ -60,6 +60,30 @@ def test_sync_equals_one_worker_with_global_batch(kv):
         assert torch.allclose(p, q, atol=1e-5, rtol=0), "%s differs by %g" % (name, (p - q).abs().max())
 
 
+def test_cosine_schedule_runs_on_the_servers(kv):
+    """CosineScheduler: each update of a key moves it by the scheduled rate (MXNet's formula,
+    by update count u; in dist_async every worker's push is an update)."""
+    import math
+    from kolo.torch.kvstore import CosineScheduler
+    n = kv.num_workers
+    sched = CosineScheduler(max_update=6, final_lr=0.1, warmup_steps=2, warmup_begin_lr=0.2)
+    kv.init("sched", torch.zeros(3))
+    kv.set_optimizer(SGD(learning_rate=1.0, rescale_grad=1.0 / n, lr_scheduler=sched))
+    rates = [0.6, 1.0, 0.1 + 0.45 * (1 + math.cos(math.pi / 4)), 0.55, 0.1 + 0.45 * (1 - math.cos(math.pi / 4)),
+             0.1, 0.1]
+    w = torch.zeros(3)
+    for _ in range(len(rates)):
+        kv.push("sched", torch.ones(3))
+        kv.barrier()  # every worker's push of this round applied (dist_async: one update each)
+        kv.pull("sched", out=w)
+        kv.barrier()
+    per_round = [rates[i] for i in range(len(rates))] if kv.type != "dist_async" else \
+        [sum(rates[min(u, len(rates) - 1)] for u in range(k * n, k * n + n)) / n for k in range(len(rates))]
+    assert torch.allclose(w, torch.full((3,), -sum(per_round)), atol=1e-5), (w, per_round)
+    with pytest.raises(TypeError, match="CosineScheduler"):
+        SGD(lr_scheduler="cosine")
+
+
 def test_async_trains(kv):
     """dist_async (and the others): a regression toward a teacher model; the loss falls."""
     r = kv.rank
