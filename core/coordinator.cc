@@ -1,4 +1,5 @@
-// The coordinator loop (see core/coordinator.h and docs/runtime.md for the protocol).
+// The coordinator loop (see core/coordinator.h and docs/runtime.md for the protocol). A
+// waiting thread's share of it (help()): core/coordinator_help.cc.
 #include "core/coordinator.h"
 
 #include <algorithm>
@@ -20,24 +21,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::microseconds;
 
-// How long a rank keeps spinning after the last activity before it starts to sleep: long
-// enough to catch a peer's answer to what it just sent, short enough to leave the core to
-// training threads.
-constexpr auto kSpinWindow = microseconds(200);
 constexpr auto kMinSleep = microseconds(20);
-// Within the spin window, how long one pass watches the queue and the board before it
-// yields the core.
-constexpr auto kPollBurst = microseconds(2);
 // While a waiting thread runs the passes (core/wait_help.h), the loop sleeps this long at a
 // time unless woken: the longest a push made right after a helper left, with no helper
 // since, waits for the loop.
 constexpr auto kHelperNap = std::chrono::milliseconds(1);
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 // A single rank sleeps until its queue wakes it; this bounds only how late a signal kolo
 // intercepted is acted on.
 constexpr auto kSingleRankSleep = std::chrono::milliseconds(50);
@@ -266,55 +255,6 @@ bool Coordinator::pass(bool* activity) {
   return true;
 }
 
-// Watches the two signals that cost no syscall (this rank's queue, a peer's round on the
-// board) and `done` for a moment, then gives the core away.
-template <typename Done>
-void Coordinator::poll_then_yield(Done done) {
-  const auto until = Clock::now() + kPollBurst;
-  const auto quiet = [&] { return !queue_.maybe_work() && !(board_ && board_->needs_attention()) && !done(); };
-  while (quiet() && Clock::now() < until) cpu_relax();
-  if (quiet()) std::this_thread::yield();
-}
-
-void Coordinator::help(const std::atomic<bool>& done) {
-  if (!helps_) return;
-  helpers_.fetch_add(1);
-  auto last = Clock::now();
-  while (!done.load(std::memory_order_acquire) && running_.load()) {
-    std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) {
-      // The loop (or another waiter) is inside a pass; the loop naps once it sees us. A long
-      // pass (a large collective) is not ours to wait out spinning: sleep on the handle.
-      if (Clock::now() - last > kSpinWindow) break;
-      std::this_thread::yield();
-      continue;
-    }
-    bool activity = false;
-    const bool on = pass(&activity);
-    lock.unlock();
-    if (!on) break;
-    const auto now = Clock::now();
-    if (activity) {
-      last = now;
-      continue;
-    }
-    if (now - last > kSpinWindow) break;
-    poll_then_yield([&] { return done.load(std::memory_order_relaxed); });
-  }
-  helpers_.fetch_sub(1);
-  // Work left behind (this handle, or others this rank submitted) is the loop's again: end
-  // its nap now rather than at kHelperNap.
-  if (!done.load(std::memory_order_acquire) || queue_.has_pending()) wake_nap();
-}
-
-void Coordinator::wake_nap() {
-  {
-    std::lock_guard<std::mutex> lock(nap_mu_);
-    nap_wake_ = true;
-  }
-  nap_cv_.notify_one();
-}
-
 void Coordinator::loop() {
   while (running_) {
     if (helpers_.load() > 0) {
@@ -340,7 +280,7 @@ void Coordinator::loop() {
       queue_.wait_for_work(kSingleRankSleep);
     } else if (idle < kSpinWindow) {
       // A small collective's whole life on one host is a few microseconds.
-      poll_then_yield([] { return false; });
+      poll_then_yield(nullptr);
     } else {
       const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
       auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),
@@ -897,6 +837,7 @@ RuntimeStats Coordinator::stats() const {
   st.peer_requests_full = peer_requests_full_.load();
   st.fast_collectives = fast_collectives_.load();
   st.fast_rounds = fast_rounds_.load();
+  st.helped_passes = helped_passes_.load();
   return st;
 }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <map>
@@ -65,9 +66,13 @@ class Coordinator {
   // One pass (REQUIRES: engine_mu_ held): a cycle, the dead-peer check, the statistics.
   // Sets *activity when anything happened; false once the coordinator has stopped.
   bool pass(bool* activity);
-  // The idle loop's short wait: polls the queue, the board and `done` (~2 µs), then yields.
-  template <typename Done>
-  void poll_then_yield(Done done);
+  // The idle loop's short wait: polls the queue, the board and `done` (null: none) for
+  // ~2 µs, then yields. With help() in core/coordinator_help.cc.
+  void poll_then_yield(const std::atomic<bool>* done);
+  // How long a rank keeps spinning after the last activity before it starts to sleep (and
+  // a helper before it leaves): long enough to catch a peer's answer to what it just sent,
+  // short enough to leave the core to training threads.
+  static constexpr std::chrono::microseconds kSpinWindow{200};
   // One pass; sets *activity when anything happened. An error is fatal for the runtime.
   Status root_cycle(bool* activity);
   Status worker_cycle(bool* activity);
@@ -210,6 +215,7 @@ class Coordinator {
   bool helps_ = false;               // constant after construction
   std::mutex engine_mu_;             // held for every pass, by the loop or a helper
   std::atomic<int> helpers_{0};      // threads inside help(): the loop naps meanwhile
+  std::atomic<uint64_t> helped_passes_{0};  // passes with activity run inside help()
   std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
   std::mutex nap_mu_;                // the loop's nap while helpers run
   std::condition_variable nap_cv_;

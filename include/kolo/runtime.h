@@ -47,6 +47,10 @@ struct RuntimeStats {
   // them through shared memory instead of rank 0, and its rounds of agreement.
   uint64_t fast_collectives = 0;
   uint64_t fast_rounds = 0;
+  // KOLO_WAIT_HELPS (docs/runtime.md, "The waiter runs the pass"): coordinator passes that
+  // did work and ran on a thread waiting on a handle instead of the coordinator thread.
+  // Zero where helping is off or there is no board.
+  uint64_t helped_passes = 0;
 };
 RuntimeStats runtime_stats();
 

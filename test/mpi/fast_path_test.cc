@@ -153,3 +153,31 @@ TEST_CASE("fast path: a rank later than the hold deadline still gets exact value
     REQUIRE(wrong == 0);
   }
 }
+
+TEST_CASE("fast path: waiting threads run the passes only where KOLO_WAIT_HELPS allows", "[fast-path]") {
+  // A latency loop: one small tensor, waited on at once, many times. With helping on (the
+  // default where the board exists) the waiter must run some of the passes itself; off, or
+  // without a board, never. Fails if helping silently stops (or runs where it must not).
+  const char* helps = std::getenv("KOLO_WAIT_HELPS");
+  const bool expect_help = board_expected() && !(helps && std::string(helps) == "0");
+  const int steps = 300;
+  const auto before = runtime_stats();
+  for (int s = 0; s < steps; ++s) {
+    std::vector<float> buf(16);
+    for (size_t i = 0; i < buf.size(); ++i) buf[i] = value(s, 11, rank(), i);
+    // synchronize(), as kolo::allreduce does: a plain wait helps, wait_for (wait_ok) does not.
+    // Bounded by the suite's ctest timeout and the runtime's stall check.
+    synchronize(allreduce_async(TensorView::of(buf), "fp.help", {ReduceOp::kSum}));
+    size_t wrong = 0;
+    for (size_t i = 0; i < buf.size(); ++i) wrong += buf[i] != sum_of(s, 11, i);
+    INFO("step " << s);
+    REQUIRE(wrong == 0);
+  }
+  const uint64_t helped = runtime_stats().helped_passes - before.helped_passes;
+  INFO("helped passes " << helped << " of " << steps << " allreduces; helping expected: " << expect_help);
+  if (expect_help) {
+    CHECK(helped > 0);
+  } else {
+    CHECK(helped == 0);
+  }
+}
