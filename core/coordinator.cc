@@ -689,11 +689,14 @@ Status Coordinator::execute_list(const ResponseList& list) {
     }
     execute_one(rs[i], std::move(taken));
   }
-  // A name sent to rank 0 instead of the board may use the board again once it has run.
+  // The list's demotions first, then: a name sent to rank 0 instead of the board may use the
+  // board again once it has run — also when this list both demotes and runs it (the usual
+  // case: rank 0 demotes a name as the request that completes it arrives; nobody can hold
+  // a name on the board while it is in flight through the table).
+  fast_after_list(list);
   if (!fast_demoted_.empty())
     for (const Response& r : rs)
       for (const std::string& n : r.names) fast_demoted_.erase(n);
-  fast_after_list(list);
   // After the responses: a joined rank's join() returns once the last collectives it took
   // part in are done.
   if (list.join_done) queue_.complete_join(Status::ok(), list.last_joined);
