@@ -81,8 +81,8 @@ void FastBoard::publish(uint64_t lists, std::span<const uint32_t> ids) {
   head->lists = lists;
   head->words_used = used;
   line(rank_)->round.store(next, std::memory_order_release);
-  round_ = next;
-  open_ = true;
+  round_.store(next, std::memory_order_relaxed);
+  open_.store(true, std::memory_order_relaxed);
 }
 
 bool FastBoard::try_resolve(bool* valid, std::vector<uint32_t>* agreed, int* late) {
@@ -116,7 +116,7 @@ bool FastBoard::try_resolve(bool* valid, std::vector<uint32_t>* agreed, int* lat
       }
     }
   }
-  open_ = false;
+  open_.store(false, std::memory_order_relaxed);
   return true;
 }
 

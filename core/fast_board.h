@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -36,13 +37,13 @@ class FastBoard {
   FastBoard(void* memory, int rank, int size, size_t capacity);
 
   // The last round this rank published, and whether it is still unresolved.
-  uint64_t round() const { return round_; }
-  bool open() const { return open_; }
+  uint64_t round() const { return round_.load(std::memory_order_relaxed); }
+  bool open() const { return open_.load(std::memory_order_relaxed); }
   // REQUIRES: !open(). Some peer has published the next round: this rank must join it.
   bool peer_ahead() const;
   // Whether a pass has something to do on the board: the open round can be resolved, or
   // (none open) a peer has opened one. Cheap (one load per rank); for the idle loop.
-  bool needs_attention() const { return open_ ? all_published() : peer_ahead(); }
+  bool needs_attention() const { return open() ? all_published() : peer_ahead(); }
   // REQUIRES: !open(). Publishes this rank's record for round() + 1. `ids` are the pending
   // response-cache ids (each below capacity; larger ones are left out).
   void publish(uint64_t lists, std::span<const uint32_t> ids);
@@ -66,8 +67,10 @@ class FastBoard {
   int rank_, size_;
   size_t words_;        // 64-bit words per bit vector
   size_t line_bytes_;
-  uint64_t round_ = 0;
-  bool open_ = false;
+  // Written by the pass that holds the coordinator's role; read lock-free by waiting
+  // threads' needs_attention() as a hint (atomics: TSan found the plain fields racing).
+  std::atomic<uint64_t> round_{0};
+  std::atomic<bool> open_{false};
 };
 
 }  // namespace kolo
