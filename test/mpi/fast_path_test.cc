@@ -3,6 +3,8 @@
 // tensor goes: exact values, one order on every rank (ranks submitting in different orders
 // and at different times), every mismatch an error on every rank, no hang; and the board
 // must really carry the steady state (counted in runtime_stats()).
+#include <mpi.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <random>
@@ -160,9 +162,18 @@ TEST_CASE("fast path: waiting threads run the passes only where KOLO_WAIT_HELPS 
   // without a board, never. Fails if helping silently stops (or runs where it must not).
   const char* helps = std::getenv("KOLO_WAIT_HELPS");
   const bool expect_help = board_expected() && !(helps && std::string(helps) == "0");
-  const int steps = 300;
+  // At least 300 steps; where help is expected, up to 3,000 until some pass was helped (under
+  // ASan at load 12 the loop's passes could outlast every waiter's spin window for 300 steps).
+  // Every rank must take the same number of steps, so the ranks agree on when to stop.
+  const int min_steps = 300, max_steps = 3000;
   const auto before = runtime_stats();
-  for (int s = 0; s < steps; ++s) {
+  int steps = 0;
+  for (int s = 0; s < max_steps; ++s, ++steps) {
+    if (s >= min_steps && s % 100 == 0) {
+      unsigned long long mine = runtime_stats().helped_passes - before.helped_passes, least = 0;
+      MPI_Allreduce(&mine, &least, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+      if (!expect_help || least > 0) break;
+    }
     std::vector<float> buf(16);
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = value(s, 11, rank(), i);
     // synchronize(), as kolo::allreduce does: a plain wait helps, wait_for (wait_ok) does not.
