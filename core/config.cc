@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <type_traits>
 
 #include "core/process_set.h"
 
@@ -72,6 +73,16 @@ bool parse_non_negative(const std::string& text, double* out) {
 
 Status Config::parse(const Lookup& lookup, Config* out) {
   Config c;
+  // A number in [min, max] (a whole one when `whole`) into *field, if the variable is set.
+  auto number = [&](const char* name, double min, double max, bool whole, const char* form, auto* field) -> Status {
+    auto v = lookup(name);
+    if (!v) return Status::ok();
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || (whole && d != std::floor(d)) || d < min || d > max)
+      return bad_value(name, *v, form);
+    *field = static_cast<std::remove_pointer_t<decltype(field)>>(d);
+    return Status::ok();
+  };
   auto bytes = [&](const char* name, size_t* field, size_t min) -> Status {
     auto v = lookup(name);
     if (!v) return Status::ok();
@@ -102,12 +113,8 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   KOLO_RETURN_IF_ERROR(seconds("KOLO_CYCLE_TIME", &c.cycle_time_ms, "milliseconds", true));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_CHECK_TIME_SECONDS", &c.stall_check_seconds, "seconds", false));
   KOLO_RETURN_IF_ERROR(seconds("KOLO_STALL_SHUTDOWN_TIME_SECONDS", &c.stall_shutdown_seconds, "seconds", false));
-  if (auto v = lookup("KOLO_PEER_TIMEOUT_SECONDS")) {
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d < 0.1 || d > 86400)
-      return bad_value("KOLO_PEER_TIMEOUT_SECONDS", *v, "a number of seconds from 0.1 to 86400, such as 5");
-    c.peer_timeout_seconds = d;
-  }
+  KOLO_RETURN_IF_ERROR(number("KOLO_PEER_TIMEOUT_SECONDS", 0.1, 86400, false,
+                              "a number of seconds from 0.1 to 86400, such as 5", &c.peer_timeout_seconds));
   if (auto v = lookup("KOLO_CPU_OPERATIONS")) {
     if (*v == "auto") c.cpu_operations = CpuOperations::kAuto;
     else if (*v == "mpi") c.cpu_operations = CpuOperations::kMpi;
@@ -130,30 +137,14 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     }
     if (!found) return bad_value("KOLO_LOG_LEVEL", *v, "one of trace, debug, info, warning, error");
   }
-  if (auto v = lookup("KOLO_TEST_RANKS_PER_HOST")) {
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e6)
-      return bad_value("KOLO_TEST_RANKS_PER_HOST", *v, "a whole number of ranks per host (0 = real hosts)");
-    c.ranks_per_host_override = static_cast<int>(d);
-  }
-  if (auto v = lookup("KOLO_TEST_STALL_SECONDS")) {
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d > 3600)
-      return bad_value("KOLO_TEST_STALL_SECONDS", *v, "a number of seconds from 0 (off) to 3600");
-    c.test_stall_seconds = d;
-  }
-  if (auto v = lookup("KOLO_TEST_FAULT_RANK")) {
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e6)
-      return bad_value("KOLO_TEST_FAULT_RANK", *v, "a rank (a whole number >= 0)");
-    c.test_fault_rank = static_cast<int>(d);
-  }
-  if (auto v = lookup("KOLO_TEST_LISTENER_GAP_SECONDS")) {
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d > 60)
-      return bad_value("KOLO_TEST_LISTENER_GAP_SECONDS", *v, "a number of seconds from 0 (off) to 60");
-    c.test_listener_gap_seconds = d;
-  }
+  KOLO_RETURN_IF_ERROR(number("KOLO_TEST_RANKS_PER_HOST", 0, 1e6, true,
+                              "a whole number of ranks per host (0 = real hosts)", &c.ranks_per_host_override));
+  KOLO_RETURN_IF_ERROR(number("KOLO_TEST_STALL_SECONDS", 0, 3600, false,
+                              "a number of seconds from 0 (off) to 3600", &c.test_stall_seconds));
+  KOLO_RETURN_IF_ERROR(number("KOLO_TEST_FAULT_RANK", 0, 1e6, true,
+                              "a rank (a whole number >= 0)", &c.test_fault_rank));
+  KOLO_RETURN_IF_ERROR(number("KOLO_TEST_LISTENER_GAP_SECONDS", 0, 60, false,
+                              "a number of seconds from 0 (off) to 60", &c.test_listener_gap_seconds));
   if (auto v = lookup("KOLO_TIMELINE")) c.timeline_path = *v;
   if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");
@@ -189,43 +180,18 @@ Status Config::parse(const Lookup& lookup, Config* out) {
       return bad_value("KOLO_NETWORK_INTERFACE", *v, "one network interface name, such as eth0 or ib0");
     c.network_interface = *v;
   }
-  auto count = [&](const char* name, int* field) -> Status {
-    auto v = lookup(name);
-    if (!v) return Status::ok();
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d < 1 || d > 1e6)
-      return bad_value(name, *v, "a whole number from 1 to 1000000");
-    *field = static_cast<int>(d);
-    return Status::ok();
-  };
   if (auto v = lookup("KOLO_PROCESS_SETS")) KOLO_RETURN_IF_ERROR(parse_process_sets(*v, &c.process_sets));
-  if (auto v = lookup("KOLO_CACHE_CAPACITY")) {
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 1e8)
-      return bad_value("KOLO_CACHE_CAPACITY", *v, "a whole number of entries (0 = off)");
-    c.cache_capacity = static_cast<size_t>(d);
-  }
-  if (auto v = lookup("KOLO_BURST_HOLD_MICROSECONDS")) {
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d > 100000)
-      return bad_value("KOLO_BURST_HOLD_MICROSECONDS", *v, "a whole number of microseconds from 0 (off) to 100000");
-    c.burst_hold_us = static_cast<int>(d);
-  }
-  auto whole = [&](const char* name, double min, double max, const char* form, int64_t* field) -> Status {
-    auto v = lookup(name);
-    if (!v) return Status::ok();
-    double d = 0;
-    if (!parse_non_negative(*v, &d) || d != std::floor(d) || d < min || d > max) return bad_value(name, *v, form);
-    *field = static_cast<int64_t>(d);
-    return Status::ok();
-  };
-  int64_t servers = c.num_servers;
-  KOLO_RETURN_IF_ERROR(whole("KOLO_NUM_SERVERS", 0, 1e6, "a whole number of server ranks (0 = none)", &servers));
-  c.num_servers = static_cast<int>(servers);
-  KOLO_RETURN_IF_ERROR(whole("KOLO_KVSTORE_BIGARRAY_BOUND", 1, 9e15,
+  KOLO_RETURN_IF_ERROR(number("KOLO_CACHE_CAPACITY", 0, 1e8, true,
+                              "a whole number of entries (0 = off)", &c.cache_capacity));
+  KOLO_RETURN_IF_ERROR(number("KOLO_BURST_HOLD_MICROSECONDS", 0, 100000, true,
+                              "a whole number of microseconds from 0 (off) to 100000", &c.burst_hold_us));
+  KOLO_RETURN_IF_ERROR(number("KOLO_NUM_SERVERS", 0, 1e6, true, "a whole number of server ranks (0 = none)",
+                              &c.num_servers));
+  KOLO_RETURN_IF_ERROR(number("KOLO_KVSTORE_BIGARRAY_BOUND", 1, 9e15, true,
                              "a whole number of elements of at least 1, such as 1000000", &c.kvstore_bigarray_bound));
-  KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples));
-  KOLO_RETURN_IF_ERROR(count("KOLO_AUTOTUNE_WINDOW", &c.autotune_window));
+  for (auto [name, field] : {std::pair{"KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples},
+                              std::pair{"KOLO_AUTOTUNE_WINDOW", &c.autotune_window}})
+    KOLO_RETURN_IF_ERROR(number(name, 1, 1e6, true, "a whole number from 1 to 1000000", field));
   *out = c;
   return Status::ok();
 }
