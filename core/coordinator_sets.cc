@@ -1,0 +1,115 @@
+// The coordinator's process sets (docs/collectives.md, "Process sets"): each set's message
+// table, its members as the registry knows them, the one response list shared by all sets,
+// a name in flight on two sets at once, and the first rendezvous of a set's members.
+#include <algorithm>
+
+#include "core/coordinator.h"
+#include "core/fusion.h"
+
+namespace kolo {
+
+using Clock = std::chrono::steady_clock;
+
+void Coordinator::fail_cross_set(const Request& q, int rank, MessageTable* table) {
+  const std::vector<int>* b = q.process_set == 0 ? nullptr : set_members(q.process_set);
+  const auto in = [](const std::vector<int>* set, int r) {  // nullptr: the global set
+    return set == nullptr || std::binary_search(set->begin(), set->end(), r);
+  };
+  std::vector<int> ranks;
+  const auto check = [&](int32_t id, MessageTable* other) {
+    if (other == table || !other->pending_ranks(q.name, &ranks)) return;
+    const std::vector<int>* a = id == 0 ? nullptr : set_members(id);
+    if (!in(a, rank)) return;
+    std::vector<int> blocking;  // submitted on A, awaited by B
+    for (int j : ranks)
+      if (in(b, j)) blocking.push_back(j);
+    if (blocking.empty()) return;
+    auto set_text = [&](int32_t s, const std::vector<int>* m) {
+      return m == nullptr ? std::string("the global process set") : describe_process_set(s, *m);
+    };
+    const std::string why = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": submitted on " +
+                            set_text(q.process_set, b) + " by rank " + std::to_string(rank) + " but on " +
+                            set_text(id, a) + " by rank" + (blocking.size() > 1 ? "s " : " ") + join_ranks(blocking) +
+                            "; each set waits for a rank that has the name in flight on the other (a rank runs "
+                            "one collective per name at a time), so both fail. Use one name per process set";
+    other->fail_pending(q.name, why);
+    table->fail_pending(q.name, why);
+  };
+  check(0, &table_);
+  for (auto& [id, t] : set_tables_) check(id, t.get());
+}
+
+MessageTable* Coordinator::table_for(int32_t id) {
+  if (id == 0) return &table_;
+  if (auto it = set_tables_.find(id); it != set_tables_.end()) return it->second.get();
+  const std::vector<int>* members = set_members(id);
+  if (members == nullptr || members->empty()) return nullptr;  // empty: refused by add_process_set
+  return set_tables_.emplace(id, std::make_unique<MessageTable>(id, *members)).first->second.get();
+}
+
+std::vector<Response> Coordinator::take_ready_all() {
+  // Negotiated tensors go straight into the fusion plan (no Response per fused tensor); the
+  // planner fuses only within a set. One list for all sets: every rank sees every set's
+  // responses in one order, and each set's members execute the same subsequence of it,
+  // which is what keeps sets that overlap in time from deadlocking each other.
+  FusionPlanner planner(fusion_threshold_);
+  table_.take_ready(&planner);
+  for (auto& [id, table] : set_tables_) table->take_ready(&planner);
+  for (Response& e : orphans_) planner.add(std::move(e));
+  orphans_.clear();
+  std::vector<Response> ready = planner.take();
+  for (Response& r : ready)
+    if (r.type == Response::Type::kError && r.process_set != 0)
+      if (const std::vector<int>* m = set_members(r.process_set))
+        r.error += " [on " + describe_process_set(r.process_set, *m) + "]";
+  return ready;
+}
+
+const std::vector<int>* Coordinator::set_members(int32_t id) {
+  if (sets_ == nullptr) return nullptr;
+  if (sets_->version() != sets_version_) forget_removed_sets();
+  if (auto it = known_sets_.find(id); it != known_sets_.end()) return &it->second;
+  auto ranks = sets_->ranks(id);
+  if (!ranks) return nullptr;
+  return &known_sets_.emplace(id, std::move(*ranks)).first->second;
+}
+
+void Coordinator::forget_removed_sets() {
+  sets_version_ = sets_->version();
+  for (auto it = known_sets_.begin(); it != known_sets_.end();) {
+    if (sets_->ranks(it->first)) {
+      ++it;
+      continue;
+    }
+    // A table with collectives still pending stays, so they fail by the stall inspector
+    // rather than vanish (removing a set with pending work is refused, so this is rare).
+    auto t = set_tables_.find(it->first);
+    if (t != set_tables_.end() && t->second->num_pending() > 0) {
+      ++it;
+      continue;
+    }
+    if (t != set_tables_.end()) set_tables_.erase(t);
+    backend_.release_set(it->first);
+    it = known_sets_.erase(it);
+  }
+}
+
+bool Coordinator::member_of(const Response& r) {
+  if (r.process_set == 0) return true;
+  const std::vector<int>* m = set_members(r.process_set);
+  return m != nullptr && std::binary_search(m->begin(), m->end(), topo_.rank);
+}
+
+Status Coordinator::meet_set(const Response& r) {
+  if (r.process_set == 0 || r.type == Response::Type::kError || !member_of(r) ||
+      std::find(met_sets_.begin(), met_sets_.end(), r.process_set) != met_sets_.end())
+    return Status::ok();
+  met_sets_.push_back(r.process_set);
+  const auto t0 = Clock::now();
+  Status s = backend_.rendezvous_set(r.process_set, *set_members(r.process_set), [this] { return fast_answer_board(); });
+  rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                           std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace kolo
