@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -93,7 +94,7 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
       const int s = (r + n - k) % n;
       const size_t bytes = at(s, r);
       if (bytes == 0) continue;
-      if (!single_copy_) {
+      if (!single_copy_ || opts_.single_copy_min_bytes == SIZE_MAX) {
         flag = 2;
         break;
       }

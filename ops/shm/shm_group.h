@@ -121,8 +121,8 @@ class ShmGroup {
     // alltoallv: when the largest block between two different ranks is at least this many
     // bytes, the ranks read each other's inputs directly (one copy, a system call per
     // block; see above) instead of going through the slots (two copies, no system call).
-    // SIZE_MAX: never. The crossover measured here (np=2, busy 2-core machine) lies
-    // between 64 KiB and 256 KiB.
+    // SIZE_MAX: never (nor for a private result on the pool's direct path). The crossover
+    // measured here (np=2, busy 2-core machine) lies between 64 KiB and 256 KiB.
     size_t single_copy_min_bytes = 256u << 10;
     // alltoallv given a result pool: the direct path from blocks of this many bytes (one
     // copy, no system call, but a second barrier).
