@@ -119,12 +119,22 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   }
   x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size, options.liveness};
   // The sliced path needs a partner with the same local rank on every host: the same number
-  // of ranks on every host (every rank computes the same answer, so all choose alike).
-  int sizes[2] = {topo.local_size, -topo.local_size}, least[2] = {0, 0};
-  MPI_Allreduce(sizes, least, 2, MPI_INT, MPI_MIN, world);
-  if (!x->single_host_ && options.sliced_cross_host && least[0] == -least[1] && cross != MPI_COMM_NULL) {
+  // of ranks on every host. It is taken, and fp16/bf16 travel in 16 bits on it, only where
+  // every rank asks for it (a rank launched with other settings must not leave the others
+  // waiting for messages of another size); every rank computes the same answer.
+  int mine[4] = {topo.local_size, -topo.local_size, options.sliced_cross_host ? 1 : 0, options.half_wire ? 1 : 0};
+  int least[4] = {0, 0, 0, 0};
+  MPI_Allreduce(mine, least, 4, MPI_INT, MPI_MIN, world);
+  if (!x->single_host_ && least[2] == 1 && least[0] == -least[1] && cross != MPI_COMM_NULL) {
     x->sliced_ = std::make_unique<SlicedState>(cross, options.liveness);
+    x->sliced_->half_wire = least[3] == 1;
     x->comms_.sliced = x->sliced_.get();
+  }
+  if (!x->single_host_ && (least[2] != mine[2] || least[3] != mine[3])) {
+    KOLO_LOG(LogLevel::kWarning, "KOLO_CROSS_HOST_ALLREDUCE or KOLO_CROSS_HOST_HALF_WIRE differs between ranks; "
+                                 "every rank uses "
+                                     << (least[2] == 1 ? "sliced" : "leader") << " and "
+                                     << (least[3] == 1 ? "16-bit" : "float32") << " values between hosts");
   }
   if (Liveness* l = options.liveness)
     x->group_->set_watch([l] { return l->check("waiting for a peer in a shared-memory collective"); });
