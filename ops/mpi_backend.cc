@@ -105,6 +105,7 @@ class MpiBackend final : public Backend {
   Status add_shm_executor(const Config& config) {
     cpu_operations_ = config.cpu_operations;
     cross_host_sliced_ = config.cross_host_sliced;
+    cross_host_half_wire_ = config.cross_host_half_wire;
     if (config.cpu_operations == CpuOperations::kMpi) return Status::ok();
     shm::ShmExecutor::Options so;
     so.peer_timeout = std::chrono::seconds(60);
@@ -113,6 +114,7 @@ class MpiBackend final : public Backend {
     so.liveness = liveness_.get();
     so.fast_board_capacity = config.fast_path ? config.cache_capacity : 0;
     so.sliced_cross_host = config.cross_host_sliced;
+    so.half_wire = config.cross_host_half_wire;
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());
@@ -230,6 +232,7 @@ class MpiBackend final : public Backend {
       d = "allreduce=shm+mpi(hierarchical) broadcast=mpi allgather=mpi alltoall=mpi reducescatter=mpi";
       // sliced: every local rank carries its slice between hosts; leader: local rank 0 all.
       d += shm_executor_->sliced() ? " cross_host=sliced" : " cross_host=leader";
+      if (shm_executor_->sliced()) d += shm_executor_->half_wire() ? " half_wire=16bit" : " half_wire=float32";
     }
     if (!shm_executor_)
       d += " shm=off(" + (no_shm_reason_.empty() ? std::string("KOLO_CPU_OPERATIONS=mpi") : no_shm_reason_) + ")";
@@ -414,6 +417,7 @@ class MpiBackend final : public Backend {
       so.peer_timeout = std::chrono::seconds(60);
       so.liveness = liveness_.get();
       so.sliced_cross_host = cross_host_sliced_;
+      so.half_wire = cross_host_half_wire_;
       // Collective over the set: every member gets the executor or none does.
       Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
       if (s.is_ok()) {
@@ -447,6 +451,7 @@ class MpiBackend final : public Backend {
   int host_id_ = 0;            // the first job rank of this rank's (pretend) host
   CpuOperations cpu_operations_ = CpuOperations::kAuto;
   bool cross_host_sliced_ = true;  // KOLO_CROSS_HOST_ALLREDUCE
+  bool cross_host_half_wire_ = true;  // KOLO_CROSS_HOST_HALF_WIRE
   std::map<int32_t, SetExecutors> sets_;  // process sets' executors, made on first use
 };
 

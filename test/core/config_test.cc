@@ -183,3 +183,16 @@ TEST_CASE("KOLO_CROSS_HOST_ALLREDUCE: sliced (default) or leader", "[config]") {
   REQUIRE_FALSE(s.is_ok());
   CHECK(s.message() == "KOLO_CROSS_HOST_ALLREDUCE=\"ring\" is not valid: expected sliced or leader");
 }
+
+TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: 16bit (default) or float32", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.cross_host_half_wire);
+  REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "float32"}}, &c).is_ok());
+  CHECK_FALSE(c.cross_host_half_wire);
+  REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "16bit"}}, &c).is_ok());
+  CHECK(c.cross_host_half_wire);
+  Status s = parse({{"KOLO_CROSS_HOST_HALF_WIRE", "fp16"}}, &c);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.message() == "KOLO_CROSS_HOST_HALF_WIRE=\"fp16\" is not valid: expected 16bit or float32");
+}
