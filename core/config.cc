@@ -36,7 +36,7 @@ const std::set<std::string>& known_names() {
       "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
       "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE",
       "KOLO_WAIT_HELPS",               "KOLO_TEST_FAULT_RANK",
-      "KOLO_TEST_LISTENER_GAP_SECONDS"};
+      "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_BURST_DEFER"};
   return names;
 }
 
@@ -166,6 +166,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   if (auto v = lookup("KOLO_FAST_PATH")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_FAST_PATH", *v, "0 or 1");
     c.fast_path = *v == "1";
+  }
+  if (auto v = lookup("KOLO_BURST_DEFER")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_BURST_DEFER", *v, "0 or 1");
+    c.burst_defer = *v == "1";
   }
   if (auto v = lookup("KOLO_WAIT_HELPS")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_WAIT_HELPS", *v, "0 or 1");
