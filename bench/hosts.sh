@@ -6,7 +6,10 @@
 #   MODES="auto leader mpi": auto = KOLO_CPU_OPERATIONS=auto (hierarchical, sliced across
 #   hosts), leader = the same with KOLO_CROSS_HOST_ALLREDUCE=leader (the leaders carry it all),
 #   mpi = KOLO_CPU_OPERATIONS=mpi (hierarchy off); SWEEP=1 (0: the step only); SETUP=1 (0: skip
-#   the set-up/tear-down timing); MPIRUN_ARGS="--mca NAME VALUE ..." (extra mpirun arguments,
+#   the set-up/tear-down timing); DTYPE=float16|bfloat16 (the ResNet-50 step's gradients in 16 bits:
+#   kolo moves them as such, the MPI baselines stay float32; the link bound counts 2 bytes a value;
+#   KOLO_CROSS_HOST_HALF_WIRE=float32 makes kolo's sliced path carry them as float32);
+#   MPIRUN_ARGS="--mca NAME VALUE ..." (extra mpirun arguments,
 #   e.g. Open MPI TCP tuning, or its ring allreduce for the MPI baselines:
 #   "--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4")
 #
@@ -28,7 +31,7 @@ tools=$here/../tools/hosts
 bench=$build/bench/kolo-bench-allreduce
 [ -x "$bench" ] || { echo "hosts.sh: $bench not built" >&2; exit 1; }
 rate=${RATE:-500mbit} hosts=${HOSTS:-2} per_host=${PER_HOST:-2} iters=${ITERS:-3}
-modes=${MODES:-auto leader mpi} sweep=${SWEEP:-1} setup=${SETUP:-1}
+modes=${MODES:-auto leader mpi} sweep=${SWEEP:-1} setup=${SETUP:-1} dtype=${DTYPE:-float32}
 read -r -a extra <<<"${MPIRUN_ARGS:-}"
 why=$("$tools/kolo-hosts" check) || { echo "hosts.sh: cannot make simulated hosts: $why" >&2; exit 1; }
 "$tools/kolo-hosts" cleanup
@@ -66,16 +69,17 @@ launch() {  # MODE args...
   # Heartbeats share MPI's TCP connections: behind a bulk transfer on a slow link they wait
   # (queued bytes / rate), so the peer timeout must exceed the longest transfer (docs/runtime.md).
   "$tools/kolo-hosts" exec -s "$s" "$s-h1" env KOLO_CPU_OPERATIONS="$ops" KOLO_CROSS_HOST_ALLREDUCE="$cross" \
-    KOLO_PEER_TIMEOUT_SECONDS="${KOLO_PEER_TIMEOUT_SECONDS:-120}" mpirun "${root[@]}" --oversubscribe \
+    KOLO_PEER_TIMEOUT_SECONDS="${KOLO_PEER_TIMEOUT_SECONDS:-120}" KOLO_CROSS_HOST_HALF_WIRE="${KOLO_CROSS_HOST_HALF_WIRE:-16bit}" mpirun "${root[@]}" --oversubscribe \
     -np $((hosts * per_host)) -H "$list" --mca plm_rsh_agent "$tools/kolo-hosts-agent" --mca plm_rsh_no_tree_spawn 1 \
-    -x KOLO_CPU_OPERATIONS -x KOLO_CROSS_HOST_ALLREDUCE -x KOLO_PEER_TIMEOUT_SECONDS "${extra[@]}" "$bench" "$@"
+    -x KOLO_CPU_OPERATIONS -x KOLO_CROSS_HOST_ALLREDUCE -x KOLO_PEER_TIMEOUT_SECONDS -x KOLO_CROSS_HOST_HALF_WIRE "${extra[@]}" "$bench" "$@"
 }
 bits=$(awk -v r="${rate,,}" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r ~ /mbit$/) m = 1e6;
   else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
-bytes=$((25557032 * 4))
+case $dtype in float32) vbytes=4 ;; float16 | bfloat16) vbytes=2 ;; *) echo "hosts.sh: DTYPE=$dtype: float32, float16 or bfloat16" >&2; exit 1 ;; esac
+bytes=$((25557032 * vbytes))
 bound_ms=$(awk -v b="$bytes" -v r="$bits" 'BEGIN { printf "%.0f", b * 8 / r * 1000 }')
 echo "link: $rate per host each way ($(tc -n "kolo-$s-h1" qdisc show dev eth0 | head -1 | cut -d' ' -f2));" \
-     "ResNet-50 gradients $bytes bytes; link bound (each host sends them once): $bound_ms ms"
+     "ResNet-50 gradients ($dtype) $bytes bytes; link bound (each host sends them once): $bound_ms ms"
 # What one TCP connection moves through the shaped link, both ways at once (the measured bound).
 "$tools/kolo-hosts" exec -s "$s" "$s-h2" /usr/bin/python3 "$here/link_probe.py" serve 9555 "$bytes" &
 probe=$!
@@ -89,7 +93,7 @@ for ops in $modes; do
     *) what="hierarchy off: flat MPI executor" ;;
   esac
   echo "== ResNet-50 gradient step, $hosts hosts x $per_host ranks, mode $ops ($what)"
-  launch "$ops" --workload resnet50 --warmup 1 --iters "$iters" 2>&1 | grep -E "^#|^  " |
+  launch "$ops" --workload resnet50 --dtype "$dtype" --warmup 1 --iters "$iters" 2>&1 | grep -E "^#|^  " |
     awk -v b="$bound_ms" '{ print } /kolo, every tensor named and async/ {
       for (i = 1; i <= NF; ++i) if ($i == "median") m = $(i + 1); printf "  -> kolo median / link bound: %.2fx\n", m / b }'
 done

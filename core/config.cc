@@ -35,8 +35,10 @@ const std::set<std::string>& known_names() {
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
       "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
       "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE",
+      "KOLO_CROSS_HOST_HALF_WIRE",
       "KOLO_WAIT_HELPS",               "KOLO_TEST_FAULT_RANK",
-      "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_BURST_DEFER"};
+      "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_SHM_RESULT_POOL_BYTES",
+      "KOLO_BURST_DEFER"};
   return names;
 }
 
@@ -105,6 +107,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   };
   KOLO_RETURN_IF_ERROR(bytes("KOLO_FUSION_THRESHOLD", &c.fusion_threshold_bytes, 0));
   KOLO_RETURN_IF_ERROR(bytes("KOLO_CPU_CHUNK_BYTES", &c.cpu_chunk_bytes, 4096));
+  KOLO_RETURN_IF_ERROR(bytes("KOLO_SHM_RESULT_POOL_BYTES", &c.shm_result_pool_bytes, 0));
   if (auto v = lookup("KOLO_SHM_ARENA_BYTES")) {
     c.shm_arena_auto = *v == "auto";
     if (!c.shm_arena_auto && !parse_bytes(*v, &c.shm_arena_bytes))
@@ -157,6 +160,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   if (auto v = lookup("KOLO_CROSS_HOST_ALLREDUCE")) {
     if (*v != "sliced" && *v != "leader") return bad_value("KOLO_CROSS_HOST_ALLREDUCE", *v, "sliced or leader");
     c.cross_host_sliced = *v == "sliced";
+  }
+  if (auto v = lookup("KOLO_CROSS_HOST_HALF_WIRE")) {
+    if (*v != "16bit" && *v != "float32") return bad_value("KOLO_CROSS_HOST_HALF_WIRE", *v, "16bit or float32");
+    c.cross_host_half_wire = *v == "16bit";
   }
   if (auto v = lookup("KOLO_AUTOTUNE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_AUTOTUNE", *v, "0 or 1");

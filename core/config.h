@@ -37,6 +37,10 @@ struct Config {
   // otherwise shm_arena_bytes, 0 = none.
   bool shm_arena_auto = true;
   size_t shm_arena_bytes = 0;
+  // Per rank: the shared pool that alltoall results are allocated in on one host, so that
+  // peers write their blocks straight into them (ops/shm/shm_result_pool.h); sparse,
+  // committed as used (KOLO_SHM_RESULT_POOL_BYTES; 0 = none).
+  size_t shm_result_pool_bytes = size_t{256} << 20;
   // GPU executor: auto (NCCL unless ranks share a GPU, then host-staged), nccl, staged.
   std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS
   // GPU allreduce as NCCL reduce-scatter in the host, MPI across hosts, NCCL all-gather.
@@ -44,6 +48,9 @@ struct Config {
   // CPU allreduce across hosts: every local rank carries its slice between hosts (sliced,
   // needs the same ranks on every host) or the host's leader carries it all (leader).
   bool cross_host_sliced = true;                        // KOLO_CROSS_HOST_ALLREDUCE
+  // fp16/bf16 on the sliced path between hosts: in 16 bits (16bit: half the bytes, a partial
+  // rounded at each host it leaves) or float32 (float32: rounded once, twice the bytes).
+  bool cross_host_half_wire = true;                     // KOLO_CROSS_HOST_HALF_WIRE
   LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
   // A tensor submitted by some ranks but not all for this long is reported (0 = never).
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS

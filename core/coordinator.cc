@@ -339,7 +339,11 @@ Status Coordinator::root_cycle(bool* activity) {
     now = Clock::now();
     last_arrival_ = now;
     peer_requests_full_.fetch_add(list.requests.size(), std::memory_order_relaxed);
-    peer_requests_cached_.fetch_add(list.cached.size(), std::memory_order_relaxed);
+    peer_requests_cached_.fetch_add(list.cached.size() + list.set_cached.size(), std::memory_order_relaxed);
+    peer_set_requests_cached_.fetch_add(list.set_cached.size(), std::memory_order_relaxed);
+    peer_set_requests_full_.fetch_add(
+        std::count_if(list.requests.begin(), list.requests.end(), [](const Request& q) { return q.process_set != 0; }),
+        std::memory_order_relaxed);
     for (const Request& q : list.requests) {
       KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
       fast_note_table(q);
@@ -352,6 +356,7 @@ Status Coordinator::root_cycle(bool* activity) {
       KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
       fast_note_table(*known);
     }
+    if (!list.set_cached.empty()) KOLO_RETURN_IF_ERROR(add_set_cached(list.set_cached, source, now));
     if (list.join) {
       KOLO_RETURN_IF_ERROR(table_.join(source));
       fast_pause(), fast_pause_out_ = board_ != nullptr;
@@ -373,7 +378,11 @@ Status Coordinator::root_cycle(bool* activity) {
   }
 
   std::vector<Response> ready;
-  if (!hold_burst(shutdown)) ready = take_ready_all();
+  if (!hold_burst(shutdown)) {
+    Status remembered;
+    ready = take_ready_all(&remembered);
+    KOLO_RETURN_IF_ERROR(remembered);
+  }
   if (timeline_ && !ready.empty()) {
     for (const Response& r : ready)
       for (const std::string& n : r.names) {
@@ -455,15 +464,14 @@ Status Coordinator::worker_cycle(bool* activity) {
     const Request& q = requests_[i];
     KOLO_RETURN_IF_ERROR(test_fault(q));
     if (fast_hold(q)) continue;
-    if (auto id = cache_.find_for_root(q)) out.cached.push_back(*id);
-    else out.requests.push_back(q);  // a copy: requests_'s elements keep their buffers
+    add_for_root(q, &out);
   }
   if (shutdown_requested_ && !shutdown_sent_) {
     out.shutdown = true;
     out.shutdown_reason = take_reason();
     shutdown_sent_ = true;
   }
-  if (!out.requests.empty() || !out.cached.empty() || out.shutdown || out.join) {
+  if (!out.requests.empty() || !out.cached.empty() || !out.set_cached.empty() || out.shutdown || out.join) {
     KOLO_RETURN_IF_ERROR(backend_.channel().send_to_root(encode(out)));
     *activity = true;
   }
@@ -736,8 +744,12 @@ void Coordinator::execute_one(const Response& r, Status taken) {
   // later ids would name other tensors on rank 0). Error responses carry each rank's own
   // disagreeing request and are never remembered.
   // Responses with joined ranks are not remembered on any rank (a stand-in lacks the shape).
-  if (cache_.enabled() && r.type != Response::Type::kError && r.joined.empty())
-    for (const auto& e : entries) cache_.remember(e.request, &r.sizes);  // r.sizes: an alltoall's matrix
+  // Another set's cache: rank 0 remembered the response when it emitted it (remember_emitted).
+  if (cache_.enabled() && r.type != Response::Type::kError && r.joined.empty()) {
+    ResponseCache* c = r.process_set == 0 ? &cache_ : topo_.rank != 0 ? &set_cache(r.process_set) : nullptr;
+    if (c != nullptr)
+      for (const auto& e : entries) c->remember(e.request, &r.sizes);  // r.sizes: an alltoall's matrix
+  }
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);
   if (stand_in) {
@@ -767,6 +779,8 @@ RuntimeStats Coordinator::stats() const {
   st.cache_capacity = config_.cache_capacity;
   st.peer_requests_cached = peer_requests_cached_.load();
   st.peer_requests_full = peer_requests_full_.load();
+  st.peer_set_requests_cached = peer_set_requests_cached_.load();
+  st.peer_set_requests_full = peer_set_requests_full_.load();
   st.fast_collectives = fast_collectives_.load();
   st.fast_rounds = fast_rounds_.load();
   st.helped_passes = helped_passes_.load();

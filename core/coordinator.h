@@ -116,14 +116,24 @@ class Coordinator {
   MessageTable* table_for(int32_t id);
   // Rank 0: fails q.name on its set and on another set where the two wait for each other.
   void fail_cross_set(const Request& q, int rank, MessageTable* table);
-  // Rank 0: everything negotiated on every set, in one plan (global set first).
-  std::vector<Response> take_ready_all();
+  // Rank 0: everything negotiated on every set, in one plan (global set first); remembers
+  // the other sets' requests in their caches (remember_emitted: an error there in *status).
+  std::vector<Response> take_ready_all(Status* status);
   // The job ranks of set `id` as this rank knows them (null: not registered).
   const std::vector<int>* set_members(int32_t id);
   // Whether this rank executes `r` (it is in r's process set).
   bool member_of(const Response& r);
-  // After the registry changed: forgets removed sets (tables, members, executors).
+  // After the registry changed: forgets removed sets (tables, members, executors, caches).
   void forget_removed_sets();
+  // Response caches of the other sets (core/response_cache.h): set `id`'s, made on first use.
+  ResponseCache& set_cache(int32_t id);
+  // A worker: puts `q` into `out` by cache id where its set's cache has it, else in full.
+  void add_for_root(const Request& q, RequestList* out);
+  // Rank 0: the requests a peer named by (set, id), into their sets' tables.
+  Status add_set_cached(const std::vector<CachedInSet>& cached, int source, std::chrono::steady_clock::time_point now);
+  // Rank 0, as it emits `ready`: remembers the other sets' agreed requests (set_agreed_) in
+  // their caches, in list order, as the sets' members will when they execute it.
+  Status remember_emitted(const std::vector<Response>& ready);
   // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
   void tune_after(const ResponseList& list);
   void tune_record(uint64_t allreduced_bytes);  // one list's or one fast round's
@@ -176,6 +186,8 @@ class Coordinator {
   std::vector<std::byte> join_scratch_;  // stand-in tensors of a joined rank (core/join.h)
   Response adjusted_;                    // a response as executed with joined ranks
   ResponseCache cache_;  // identical on every rank (core/response_cache.h)
+  std::map<int32_t, ResponseCache> set_caches_;  // other sets: on rank 0 and the set's members
+  std::vector<Request> set_agreed_;              // rank 0: scratch of take_ready_all
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
   bool shutdown_sent_ = false;
@@ -217,6 +229,7 @@ class Coordinator {
   // Written by the coordinator thread, read by stats() from any thread.
   std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};
   std::atomic<uint64_t> peer_requests_cached_{0}, peer_requests_full_{0};
+  std::atomic<uint64_t> peer_set_requests_cached_{0}, peer_set_requests_full_{0};
   std::atomic<int64_t> coordination_ns_{0}, execution_ns_{0}, rendezvous_ns_{0};
 
   // Waiters helping (core/wait_help.h).

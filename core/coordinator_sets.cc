@@ -1,7 +1,10 @@
 // The coordinator's process sets (docs/collectives.md, "Process sets"): each set's message
 // table, its members as the registry knows them, the one response list shared by all sets,
-// a name in flight on two sets at once, and the first rendezvous of a set's members.
+// a name in flight on two sets at once, the first rendezvous of a set's members, and each
+// set's response cache.
 #include <algorithm>
+#include <string_view>
+#include <utility>
 
 #include "core/coordinator.h"
 #include "core/fusion.h"
@@ -47,14 +50,15 @@ MessageTable* Coordinator::table_for(int32_t id) {
   return set_tables_.emplace(id, std::make_unique<MessageTable>(id, *members)).first->second.get();
 }
 
-std::vector<Response> Coordinator::take_ready_all() {
+std::vector<Response> Coordinator::take_ready_all(Status* status) {
   // Negotiated tensors go straight into the fusion plan (no Response per fused tensor); the
   // planner fuses only within a set. One list for all sets: every rank sees every set's
   // responses in one order, and each set's members execute the same subsequence of it,
   // which is what keeps sets that overlap in time from deadlocking each other.
   FusionPlanner planner(fusion_threshold_);
   table_.take_ready(&planner);
-  for (auto& [id, table] : set_tables_) table->take_ready(&planner);
+  set_agreed_.clear();
+  for (auto& [id, table] : set_tables_) table->take_ready(&planner, cache_.enabled() ? &set_agreed_ : nullptr);
   for (Response& e : orphans_) planner.add(std::move(e));
   orphans_.clear();
   std::vector<Response> ready = planner.take();
@@ -62,7 +66,57 @@ std::vector<Response> Coordinator::take_ready_all() {
     if (r.type == Response::Type::kError && r.process_set != 0)
       if (const std::vector<int>* m = set_members(r.process_set))
         r.error += " [on " + describe_process_set(r.process_set, *m) + "]";
+  if (!set_agreed_.empty()) *status = remember_emitted(ready);
   return ready;
+}
+
+ResponseCache& Coordinator::set_cache(int32_t id) {
+  auto it = set_caches_.find(id);
+  if (it == set_caches_.end()) it = set_caches_.emplace(id, ResponseCache(config_.cache_capacity, id)).first;
+  return it->second;
+}
+
+void Coordinator::add_for_root(const Request& q, RequestList* out) {
+  if (q.process_set == 0) {
+    if (auto id = cache_.find_for_root(q)) return out->cached.push_back(*id);
+  } else if (auto c = set_caches_.find(q.process_set); c != set_caches_.end()) {
+    if (auto id = c->second.find_for_root(q)) return out->set_cached.push_back({q.process_set, *id});
+  }
+  out->requests.push_back(q);  // a copy: the caller's requests keep their buffers
+}
+
+Status Coordinator::add_set_cached(const std::vector<CachedInSet>& cached, int source, Clock::time_point now) {
+  for (const CachedInSet& c : cached) {
+    auto it = set_caches_.find(c.process_set);
+    const Request* known = it == set_caches_.end() ? nullptr : it->second.get(c.id);
+    if (!known || known->kind == OpKind::kAlltoall)  // alltoall travels in full (find_for_root)
+      return Status::internal("rank " + std::to_string(source) + " named entry " + std::to_string(c.id) +
+                              " of process set " + std::to_string(c.process_set) +
+                              "'s response cache, which rank 0 does not have");
+    KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
+  }
+  return Status::ok();
+}
+
+Status Coordinator::remember_emitted(const std::vector<Response>& ready) {
+  // Fusion may pull a set's later allreduce forward into an earlier buffer: the members
+  // execute (and remember) in the list's order, so rank 0 follows the list, not its tables.
+  std::map<std::pair<int32_t, std::string_view>, const Request*> agreed;
+  for (const Request& q : set_agreed_) agreed.emplace(std::make_pair(q.process_set, std::string_view(q.name)), &q);
+  for (const Response& r : ready) {
+    if (r.process_set == 0 || r.type == Response::Type::kError || !r.joined.empty()) continue;
+    ResponseCache& cache = set_cache(r.process_set);
+    for (const std::string& n : r.names) {
+      auto it = agreed.find({r.process_set, n});
+      // Skipping a name its members remember would shift every later id of the set's cache.
+      if (it == agreed.end())
+        return Status::internal("rank 0 emitted "" + n + "" on process set " + std::to_string(r.process_set) +
+                                " without its agreed request (response cache)");
+      cache.remember(*it->second, &r.sizes);
+    }
+  }
+  set_agreed_.clear();
+  return Status::ok();
 }
 
 const std::vector<int>* Coordinator::set_members(int32_t id) {
@@ -89,6 +143,7 @@ void Coordinator::forget_removed_sets() {
       continue;
     }
     if (t != set_tables_.end()) set_tables_.erase(t);
+    set_caches_.erase(it->first);  // a set made later gets a new id, and starts empty
     backend_.release_set(it->first);
     it = known_sets_.erase(it);
   }

@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 7;  // 5: alltoall, reducescatter, grouped; 6: join; 7: process sets
+constexpr uint8_t kVersion = 8;  // 5: alltoall, reducescatter, grouped; 6: join; 7: process sets; 8: set cache ids
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -170,6 +170,11 @@ std::vector<uint8_t> encode(const RequestList& list) {
   }
   w.pod<uint32_t>(static_cast<uint32_t>(list.cached.size()));
   for (uint32_t id : list.cached) w.pod(id);
+  w.pod<uint32_t>(static_cast<uint32_t>(list.set_cached.size()));
+  for (const CachedInSet& c : list.set_cached) {
+    w.pod(c.process_set);
+    w.pod(c.id);
+  }
   return w.take();
 }
 
@@ -228,6 +233,9 @@ Status decode(const uint8_t* data, size_t size, RequestList* out) {
   if (!r.count(&ncached, 4)) return corrupt("request", r);
   list.cached.resize(ncached);
   for (auto& id : list.cached) r.pod(&id);
+  if (!r.count(&ncached, 8)) return corrupt("request", r);
+  list.set_cached.resize(ncached);
+  for (auto& c : list.set_cached) r.pod(&c.process_set), r.pod(&c.id);
   if (!r.at_end()) return corrupt("request", r);
   *out = std::move(list);
   return Status::ok();

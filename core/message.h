@@ -43,6 +43,14 @@ struct Request {
   bool operator==(const Request&) const = default;
 };
 
+// A request on a process set other than the global one, named by its id in that set's
+// response cache (core/response_cache.h).
+struct CachedInSet {
+  int32_t process_set = 0;
+  uint32_t id = 0;
+  bool operator==(const CachedInSet&) const = default;
+};
+
 struct RequestList {
   std::vector<Request> requests;
   bool shutdown = false;      // this rank asks the job's runtime to stop
@@ -50,6 +58,8 @@ struct RequestList {
   std::string shutdown_reason;  // why this rank asks (empty: an ordinary kolo::shutdown())
   // Requests rank 0 already knows, by response-cache id (core/response_cache.h).
   std::vector<uint32_t> cached;
+  // The same for requests on other process sets, each by (set, id in the set's cache).
+  std::vector<CachedInSet> set_cached;
   // kolo::join(): this rank has no more data (sent after this list's requests are counted).
   bool join = false;
   bool operator==(const RequestList&) const = default;

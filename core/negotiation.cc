@@ -292,14 +292,15 @@ void MessageTable::release_group_if_ready(const std::string& name) {
   groups_.erase(it);
 }
 
-void MessageTable::take_ready(FusionPlanner* planner) {
+void MessageTable::take_ready(FusionPlanner* planner, std::vector<Request>* agreed) {
   for (size_t k = 0; k < completed_.size();) {
     const uint32_t index = completed_[k];
     if (slots_.value(index).group_run > 0) {
-      k += take_group(k, planner);
+      k += take_group(k, planner, agreed);
       continue;
     }
     build(slots_.name(index), slots_.value(index), &scratch_);
+    if (agreed && scratch_.type != Response::Type::kError) agreed->push_back(slots_.value(index).first);
     planner->add(scratch_);
     slots_.release(index);
     ++k;
@@ -310,7 +311,7 @@ void MessageTable::take_ready(FusionPlanner* planner) {
 
 // All members of a group in one run, in member order; if any member cannot run (or the ranks
 // disagree on the group), every member fails with the message naming the member at fault.
-size_t MessageTable::take_group(size_t k, FusionPlanner* planner) {
+size_t MessageTable::take_group(size_t k, FusionPlanner* planner, std::vector<Request>* agreed) {
   Slot& head = slots_.value(completed_[k]);
   const size_t n = head.group_run;
   std::string error = head.group_error;
@@ -337,6 +338,7 @@ size_t MessageTable::take_group(size_t k, FusionPlanner* planner) {
       members[i].sizes.clear();
       members[i].error = error;
     }
+    if (agreed && members[i].type != Response::Type::kError) agreed->push_back(slots_.value(completed_[k + i]).first);
     planner->add(std::move(members[i]));
     slots_.release(completed_[k + i]);
   }

@@ -60,7 +60,9 @@ class MessageTable {
   // Responses for the names now submitted by every rank, in the order they completed.
   std::vector<Response> take_ready();
   // The same, handed to `planner` one by one (no Response is built per fused tensor).
-  void take_ready(FusionPlanner* planner);
+  // `agreed` (optional) gets, for each response that is not an error, the request every rank
+  // agreed on (the first rank's: the others' match it in all a response cache compares).
+  void take_ready(FusionPlanner* planner, std::vector<Request>* agreed = nullptr);
 
   struct Pending {
     std::string name;
@@ -117,7 +119,7 @@ class MessageTable {
   // Records rank's alltoall splits in the slot (or why they are unusable).
   void note_splits(const Request& q, int rank, Slot& slot) const;
   // Takes the run of group members starting at completed_[k] into the planner.
-  size_t take_group(size_t k, FusionPlanner* planner);
+  size_t take_group(size_t k, FusionPlanner* planner, std::vector<Request>* agreed);
 
   // Set position <-> job rank (the identity for the global set).
   int global(int index) const { return members_.empty() ? index : members_[static_cast<size_t>(index)]; }

@@ -16,16 +16,22 @@
 // its own splits equal its entry's; when every rank holds it, every row is unchanged, so the
 // stored matrix is the one rank 0 would compute. Its requests never travel to rank 0 by id
 // (rank 0's entry has rank 0's splits): `find_for_root` says which may.
-// Nor are collectives on a process set other than the global one: a set's responses are
-// executed by its members only, so rank 0 (a member or not) could not keep the same cache as
-// them; their requests always travel in full (docs/collectives.md, "Process sets").
+// One cache per process set: a set's requests are found only in its own cache (`cacheable`),
+// which rank 0 and the set's members fill as follows (docs/collectives.md, "Process sets").
+// A set's responses are executed by its members only, and rank 0 need not be one; so rank 0
+// remembers a set's requests when it *emits* each response list (the agreed request from
+// its table, every name of each non-error response of the set, in list order after fusion),
+// and every member other than rank 0 when it executes the list, in the same order. Each
+// member's sequence of remembered names is then rank 0's, so their ids agree; rank 0 emits
+// before anyone executes, so a member never names an id rank 0 lacks.
 //
 // Why ids and not Horovod's per-cycle bit vector: kolo's ranks do not negotiate in lockstep
 // cycles (docs/runtime.md), so a collective bitwise AND each cycle would bring the lockstep
 // back. An id per submission keeps rank 0 event-driven and still removes the names, shapes
 // and validation from the common path.
 //
-// Capacity: KOLO_CACHE_CAPACITY entries (0 = off); once full, new names are not added.
+// Capacity: KOLO_CACHE_CAPACITY entries per set (0 = off); once full, new names are not added
+// (no eviction: evicting would need every rank to evict the same entry at the same point).
 // Thread safety: none; owned by the coordinator thread.
 #pragma once
 
@@ -41,7 +47,8 @@ namespace kolo {
 
 class ResponseCache {
  public:
-  explicit ResponseCache(size_t capacity) : capacity_(capacity) {}
+  // The cache of process set `process_set` (0: the global set).
+  explicit ResponseCache(size_t capacity, int32_t process_set = 0) : capacity_(capacity), set_(process_set) {}
   bool enabled() const { return capacity_ > 0; }
   size_t size() const { return entries_.size(); }
 
@@ -62,10 +69,12 @@ class ResponseCache {
   // Call in response-list order on every rank.
   void remember(const Request& q, const std::vector<int64_t>* matrix = nullptr);
 
-  static bool cacheable(const Request& q) { return q.kind != OpKind::kAllgather && q.process_set == 0; }
+  // Whether `q` may be cached here: not an allgather, and on this cache's set.
+  bool cacheable(const Request& q) const { return q.kind != OpKind::kAllgather && q.process_set == set_; }
 
  private:
   size_t capacity_;
+  int32_t set_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<Request> entries_;
   std::vector<std::vector<int64_t>> matrices_;  // by id; alltoall only

@@ -1,5 +1,9 @@
 // Tensor memory: operator new for small blocks, and a few large freed blocks kept for reuse
-// (kolo/tensor.h, detail::tensor_allocate).
+// (kolo/tensor.h, detail::tensor_allocate); other sources of it (core/tensor_memory.h).
+#include "core/tensor_memory.h"
+
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -84,15 +88,38 @@ BlockCache& cache() {
   return *c;
 }
 
+// Registered sources: a slot is written once (release) after its index was claimed.
+std::atomic<TensorMemorySource*> g_sources[kMaxTensorMemorySources];
+std::atomic<int> g_source_count{0};
+thread_local TensorMemorySource* t_source = nullptr;
+
 }  // namespace
 
+bool add_tensor_memory_source(TensorMemorySource* source) {
+  const int i = g_source_count.fetch_add(1, std::memory_order_acq_rel);
+  if (i >= kMaxTensorMemorySources) return false;
+  g_sources[i].store(source, std::memory_order_release);
+  return true;
+}
+
+TensorSourceScope::TensorSourceScope(TensorMemorySource* source) : previous_(t_source) { t_source = source; }
+TensorSourceScope::~TensorSourceScope() { t_source = previous_; }
+
 void* tensor_allocate(size_t bytes) {
+  if (t_source != nullptr && bytes > 0) {
+    if (void* p = t_source->take(bytes)) return p;
+  }
   if (bytes < kKeptBlockMin) return ::operator new(bytes == 0 ? 1 : bytes);
   return cache().take(bytes);
 }
 
 void tensor_deallocate(void* p, size_t bytes) noexcept {
   if (p == nullptr) return;
+  const int sources = std::min(g_source_count.load(std::memory_order_acquire), kMaxTensorMemorySources);
+  for (int i = 0; i < sources; ++i) {
+    TensorMemorySource* s = g_sources[i].load(std::memory_order_acquire);
+    if (s != nullptr && s->holds(p)) return s->give(p);
+  }
   if (bytes < kKeptBlockMin) return ::operator delete(p);
   cache().give(p);
 }

@@ -105,14 +105,17 @@ class MpiBackend final : public Backend {
   Status add_shm_executor(const Config& config) {
     cpu_operations_ = config.cpu_operations;
     cross_host_sliced_ = config.cross_host_sliced;
+    cross_host_half_wire_ = config.cross_host_half_wire;
     if (config.cpu_operations == CpuOperations::kMpi) return Status::ok();
     shm::ShmExecutor::Options so;
     so.peer_timeout = std::chrono::seconds(60);
     so.arena_bytes = config.shm_arena_bytes;  // kolo/memory.h
     so.arena_auto = config.shm_arena_auto;
+    so.result_pool_bytes = config.shm_result_pool_bytes;
     so.liveness = liveness_.get();
     so.fast_board_capacity = config.fast_path ? config.cache_capacity : 0;
     so.sliced_cross_host = config.cross_host_sliced;
+    so.half_wire = config.cross_host_half_wire;
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());
@@ -185,7 +188,8 @@ class MpiBackend final : public Backend {
     const std::vector<Executor*>* unused = nullptr;
     // A set whose executors cannot be made fails its collectives (the coordinator asks again
     // and reports it there), not the runtime; every member fails alike, so none waits here.
-    if (!set_executors(id, members, &unused).is_ok()) return Status::ok();
+    // The members' meeting answers the board meanwhile (meet_members).
+    if (!make_or_find_set(id, members, &unused, while_waiting).is_ok()) return Status::ok();
     return wait_barrier(sets_.at(id).comm, while_waiting);
   }
 
@@ -229,6 +233,7 @@ class MpiBackend final : public Backend {
       d = "allreduce=shm+mpi(hierarchical) broadcast=mpi allgather=mpi alltoall=mpi reducescatter=mpi";
       // sliced: every local rank carries its slice between hosts; leader: local rank 0 all.
       d += shm_executor_->sliced() ? " cross_host=sliced" : " cross_host=leader";
+      if (shm_executor_->sliced()) d += shm_executor_->half_wire() ? " half_wire=16bit" : " half_wire=float32";
     }
     if (!shm_executor_)
       d += " shm=off(" + (no_shm_reason_.empty() ? std::string("KOLO_CPU_OPERATIONS=mpi") : no_shm_reason_) + ")";
@@ -243,12 +248,18 @@ class MpiBackend final : public Backend {
   // of the set's members). No zero-copy arena (the job's arena belongs to the global set's
   // group; docs/collectives.md).
   Status set_executors(int32_t id, const std::vector<int>& members, const std::vector<Executor*>** out) override {
+    return make_or_find_set(id, members, out, nullptr);
+  }
+
+  // set_executors; `while_waiting` (may be empty) is polled while the members meet.
+  Status make_or_find_set(int32_t id, const std::vector<int>& members, const std::vector<Executor*>** out,
+                          const std::function<Status()>& while_waiting) {
     if (auto it = sets_.find(id); it != sets_.end()) {
       *out = &it->second.list;
       return Status::ok();
     }
     SetExecutors& x = sets_[id];
-    Status s = make_set_executors(id, members, &x);
+    Status s = make_set_executors(id, members, &x, while_waiting);
     if (!s.is_ok()) {
       release_set(id);
       return Status::communication("process set " + std::to_string(id) + ": could not set up its executors: " +
@@ -318,7 +329,11 @@ class MpiBackend final : public Backend {
   // the members meet with one small message to each other, polled with the dead-peer check,
   // so a member already dead is named here instead. Left: a member that dies between this
   // meeting and its own MPI_Comm_create_group (microseconds) still blocks the others.
-  Status meet_members(int32_t id, const std::vector<int>& members) {
+  // `while_waiting` (the fast path's board, may be empty) is polled all along: a member that
+  // has not come yet may be in a board round that waits for this rank (a global-set
+  // collective on the board while the set starts), and would never come otherwise. Once
+  // every member has met, all of them are past the board: what follows waits only on them.
+  Status meet_members(int32_t id, const std::vector<int>& members, const std::function<Status()>& while_waiting) {
     const int tag = static_cast<int>(id % 32768);  // ids are unique per job; creations are ordered
     static const char kHello = 1;
     auto got = std::make_unique<char[]>(members.size());
@@ -339,8 +354,9 @@ class MpiBackend final : public Backend {
       KOLO_RETURN_IF_ERROR(ops::mpi_status(
           MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
       if (done) return Status::ok();
-      Status alive = liveness_ ? liveness_->check(during.c_str()) : Status::ok();
-      if (!alive.is_ok()) {
+      Status s = liveness_ ? liveness_->check(during.c_str()) : Status::ok();
+      if (s.is_ok() && while_waiting) s = while_waiting();
+      if (!s.is_ok()) {
         // The runtime stops with this error. A receive that could not be cancelled may still
         // land: its buffer is left allocated.
         for (MPI_Request& r : reqs) {
@@ -349,7 +365,7 @@ class MpiBackend final : public Backend {
           MPI_Request_free(&r);
         }
         got.release();
-        return alive;
+        return s;
       }
       const auto waited = std::chrono::steady_clock::now() - start;
       if (waited < std::chrono::microseconds(500)) std::this_thread::yield();
@@ -357,7 +373,8 @@ class MpiBackend final : public Backend {
     }
   }
 
-  Status make_set_executors(int32_t id, const std::vector<int>& members, SetExecutors* x) {
+  Status make_set_executors(int32_t id, const std::vector<int>& members, SetExecutors* x,
+                            const std::function<Status()>& while_waiting) {
     if (test_die_in_set_setup_) {
       // Test hook (test/mpi/dead_peer.cc, case set-setup): this rank dies as its set's first
       // collective begins, after its request reached rank 0. The line is the driver's.
@@ -367,7 +384,7 @@ class MpiBackend final : public Backend {
       std::fflush(stdout);
       kill(getpid(), SIGKILL);
     }
-    KOLO_RETURN_IF_ERROR(meet_members(id, members));
+    KOLO_RETURN_IF_ERROR(meet_members(id, members, while_waiting));
     MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
     MPI_Comm_group(data_, &all);
     MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
@@ -401,6 +418,7 @@ class MpiBackend final : public Backend {
       so.peer_timeout = std::chrono::seconds(60);
       so.liveness = liveness_.get();
       so.sliced_cross_host = cross_host_sliced_;
+      so.half_wire = cross_host_half_wire_;
       // Collective over the set: every member gets the executor or none does.
       Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
       if (s.is_ok()) {
@@ -434,6 +452,7 @@ class MpiBackend final : public Backend {
   int host_id_ = 0;            // the first job rank of this rank's (pretend) host
   CpuOperations cpu_operations_ = CpuOperations::kAuto;
   bool cross_host_sliced_ = true;  // KOLO_CROSS_HOST_ALLREDUCE
+  bool cross_host_half_wire_ = true;  // KOLO_CROSS_HOST_HALF_WIRE
   std::map<int32_t, SetExecutors> sets_;  // process sets' executors, made on first use
 };
 

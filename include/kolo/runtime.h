@@ -43,6 +43,10 @@ struct RuntimeStats {
   uint64_t cache_capacity = 0;       // entries; 0 = off
   uint64_t peer_requests_cached = 0;
   uint64_t peer_requests_full = 0;
+  // Of those, the requests on process sets other than the global one (each set has a cache
+  // of its own: docs/collectives.md, "Process sets").
+  uint64_t peer_set_requests_cached = 0;
+  uint64_t peer_set_requests_full = 0;
   // The fast path (one host; docs/runtime.md): collectives this rank ran after agreeing on
   // them through shared memory instead of rank 0, and its rounds of agreement.
   uint64_t fast_collectives = 0;

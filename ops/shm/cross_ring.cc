@@ -23,26 +23,46 @@ size_t CrossRing::seg_lo(const Op& o, int s) const {
 }
 
 Status CrossRing::start(int slot, void* buf, size_t count, DType dtype, ReduceOp op, Finish finish) {
-  if (comm_ == MPI_COMM_NULL) return Status::internal("cross-host ring used without a communicator");
-  if (slot < 0 || slot >= kMaxSlots) {
-    return Status::internal("cross-host ring: slot " + std::to_string(slot) + " out of range");
-  }
-  if (static_cast<int>(ops_.size()) <= slot) ops_.resize(static_cast<size_t>(slot) + 1);
-  Op& o = ops_[slot];
-  if (o.active) return Status::internal("cross-host ring: slot " + std::to_string(slot) + " is still in flight");
-  const size_t esize = dtype_size(dtype);
-  o = Op{};
+  Op o;
   o.buf = static_cast<char*>(buf);
   o.count = count;
   o.dtype = dtype;
   o.op = op;
   o.finish = std::move(finish);
+  return begin(slot, std::move(o));
+}
+
+Status CrossRing::start_narrow(int slot, float* acc, void* out, size_t count, DType half, ReduceOp op,
+                               float factor) {
+  if (!ops::is_half_float(half)) return Status::internal("cross-host ring: 16-bit wire for a non-16-bit type");
+  Op o;
+  o.buf = static_cast<char*>(out);
+  o.acc = acc;
+  o.factor = factor;
+  o.count = count;
+  o.dtype = half;
+  o.op = op;
+  return begin(slot, std::move(o));
+}
+
+Status CrossRing::begin(int slot, Op o) {
+  if (comm_ == MPI_COMM_NULL) return Status::internal("cross-host ring used without a communicator");
+  if (slot < 0 || slot >= kMaxSlots) {
+    return Status::internal("cross-host ring: slot " + std::to_string(slot) + " out of range");
+  }
+  if (static_cast<int>(ops_.size()) <= slot) ops_.resize(static_cast<size_t>(slot) + 1);
+  if (ops_[slot].active) return Status::internal("cross-host ring: slot " + std::to_string(slot) + " is still in flight");
+  Op& mine = ops_[slot];
+  mine = std::move(o);
   if (size_ == 1) {
-    if (o.finish) o.finish(o.buf, count);
+    if (mine.acc != nullptr) ops::narrow_half(mine.buf, mine.acc, mine.count, mine.dtype, mine.factor);
+    else if (mine.finish) mine.finish(mine.buf, mine.count);
     return Status::ok();
   }
-  o.active = true;
-  o.incoming.resize(detail::Slicing(count, size_, esize).len(0) * esize);
+  const size_t most = detail::Slicing(mine.count, size_, dtype_size(mine.dtype)).len(0);
+  mine.active = true;
+  mine.incoming.resize(most * dtype_size(mine.dtype));
+  if (mine.acc != nullptr) mine.widened.resize(most);
   return post(slot);
 }
 
@@ -78,6 +98,11 @@ Status CrossRing::post(int slot) {
     if (rc != MPI_SUCCESS) return ops::mpi_status(rc, "MPI_Irecv (cross-host ring)");
   }
   const char* from = o.buf + seg_lo(o, send_seg) * esize;
+  // 16-bit wire: the reduce-scatter sends this host's float32 partial rounded to 16 bits
+  // (staged in the result buffer, whose segment is not otherwise in use until the allgather).
+  if (o.acc != nullptr && o.step < p - 1) {
+    ops::narrow_half(o.buf + seg_lo(o, send_seg) * esize, o.acc + seg_lo(o, send_seg), sb / esize, o.dtype, 1.0f);
+  }
   for (size_t k = 0, n = parts(sb); k < n; ++k) {
     const size_t at = k * kMessageBytes, len = std::min(kMessageBytes, sb - std::min(sb, at));
     o.reqs.push_back(MPI_REQUEST_NULL);
@@ -99,9 +124,15 @@ Status CrossRing::advance(int slot, bool* progressed) {
   const size_t esize = dtype_size(o.dtype);
   if (o.step < p - 1) {
     const int seg = ((rank_ - o.step - 1) % p + p) % p;
-    const size_t lo = seg_lo(o, seg);
-    ops::reduce_into(o.buf + lo * esize, o.incoming.data(), seg_lo(o, seg + 1) - lo, o.dtype, o.op);
-    if (o.step == p - 2 && o.finish) o.finish(o.buf + lo * esize, seg_lo(o, seg + 1) - lo);  // the one it owns
+    const size_t lo = seg_lo(o, seg), len = seg_lo(o, seg + 1) - lo;
+    if (o.acc != nullptr) {  // 16-bit wire: combine in float32; the owner rounds once more
+      ops::widen_half(o.widened.data(), o.incoming.data(), len, o.dtype, 1.0f);
+      ops::combine_float(o.acc + lo, o.widened.data(), len, o.op);
+      if (o.step == p - 2) ops::narrow_half(o.buf + lo * esize, o.acc + lo, len, o.dtype, o.factor);
+    } else {
+      ops::reduce_into(o.buf + lo * esize, o.incoming.data(), len, o.dtype, o.op);
+      if (o.step == p - 2 && o.finish) o.finish(o.buf + lo * esize, len);  // the one it owns
+    }
   }
   if (++o.step == 2 * (p - 1)) {
     o.active = false;

@@ -49,6 +49,14 @@ class CrossRing {
   // Starts the in-place allreduce of buf[0, count) among the ranks of `comm`; `slot` (0..)
   // names it: the same slot on every rank of comm, and not one in flight. Returns at once.
   Status start(int slot, void* buf, size_t count, DType dtype, ReduceOp op, Finish finish);
+  // fp16/bf16 in 16 bits on the wire (half the bytes of float32). `acc` holds this host's
+  // float32 partial of count values and is the ring's scratch; the result, count values of
+  // `half` (fp16 or bf16), lands in `out`. Each partial is rounded to 16 bits when it is sent
+  // and combined in float32 where it is received (so a value is rounded once per host it
+  // passes: P-1 times, as NCCL's and Horovod's 16-bit rings do); the host that finishes a
+  // segment multiplies it by `factor` and rounds it once more; the allgather moves the
+  // rounded values. Every host ends with bitwise the same `out`.
+  Status start_narrow(int slot, float* acc, void* out, size_t count, DType half, ReduceOp op, float factor);
   // Advances every allreduce in flight as far as it can without waiting.
   Status poll();
   // Polls until allreduce `slot` is done. Between polls it asks the liveness check whether a
@@ -76,10 +84,14 @@ class CrossRing {
     DType dtype = DType::kFloat32;
     ReduceOp op = ReduceOp::kSum;
     Finish finish;
+    float* acc = nullptr;  // start_narrow: the float32 partial; buf is then the 16-bit result
+    float factor = 1.0f;   // start_narrow: applied by the host that finishes a segment
     int step = 0;  // 0 .. 2(P-1); reduce-scatter below P-1, allgather from there
     std::vector<MPI_Request> reqs;  // the current step's receives and sends
     std::vector<char> incoming;  // one segment received during the reduce-scatter
+    std::vector<float> widened;  // start_narrow: `incoming` widened to float32
   };
+  Status begin(int slot, Op o);  // installs `o` in `slot` and posts its first step
   size_t seg_lo(const Op& o, int s) const;  // segment s is [seg_lo(s), seg_lo(s + 1))
   Status post(int slot);                     // sends and receives of the op's current step
   Status advance(int slot, bool* progressed);

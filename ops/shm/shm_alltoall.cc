@@ -5,13 +5,14 @@
 // block r sends to d; reduce-scatter: r's values of d's part, prescaled), and after every
 // rank arrived, rank d reads sub-slot d of every slot (alltoall: copies the pieces out;
 // reduce-scatter: reduces them, rank 0's values first, straight into its output). A rank's
-// own block or part is read from its input directly, never through the slots. Large
-// alltoall blocks skip the slots: see alltoallv_single_copy.
+// own block or part is read from its input directly, never through the slots. Larger
+// alltoall blocks skip the slots: see alltoallv_direct.
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -20,14 +21,16 @@
 #include "ops/cpu_reduce.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_kernels.h"
+#include "ops/shm/shm_result_pool.h"
 
 namespace kolo::shm {
 namespace {
 
-// What a rank publishes in its slot at the first step of a single-copy alltoall.
+// What a rank publishes in its slot at the first step of the direct path.
 struct InputNote {
   int64_t pid;
-  uint64_t address;  // of its input
+  uint64_t address;     // of its input
+  uint64_t out_offset;  // of its result in its region of the result pool, or ShmResultPool::kNone
 };
 
 // Copies `bytes` at `remote` in process `pid` to `local`: one copy, made by the kernel.
@@ -50,54 +53,81 @@ std::string read_peer(int64_t pid, char* local, uint64_t remote, size_t bytes) {
 
 }  // namespace
 
-// Step 1: every rank writes its pid and input address into its slot and arrives; then each
-// reads its block from every peer's input (a peer's input stays valid: the peer waits at
-// step 2). Step 2: every rank publishes whether all its reads succeeded, and only then
-// returns, so no input is released while a peer may still read it. A failed read on any
-// rank turns the path off on every rank (each sees the same flags), and the caller runs
-// the slot path instead over the same, untouched inputs.
-Status ShmGroup::alltoallv_single_copy(const char* in, char* out, const std::vector<size_t>& m,
-                                       const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                                       const CallDesc& desc, bool* done) {
+// Step 1: every rank writes its pid, input address and result offset (in the pool, if its
+// result lies there) into its slot and arrives. Then each rank copies its block for every
+// peer whose result is pooled straight into it, and a rank whose result is not pooled reads
+// its blocks from the peers' inputs with process_vm_readv (a peer's input stays valid: the
+// peer waits at step 2). Step 2: every rank publishes whether it got all its blocks, and
+// only then returns, so no input is released, and no result handed back, while a peer may
+// still touch it. A rank that could not get its blocks makes every rank return *done =
+// false (each sees the same flags; a failed read turns cross-memory attach off on every
+// rank), and the caller runs the slot path over the same, untouched inputs.
+Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<size_t>& m,
+                                  const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
+                                  const ShmResultPool* pool, const CallDesc& desc, bool* done) {
   const int n = opts_.local_size;
   const int r = opts_.local_rank;
   const auto N = static_cast<size_t>(n);
+  const auto at = [&](int s, int d) { return m[static_cast<size_t>(s) * N + static_cast<size_t>(d)]; };
   *done = false;
   const uint64_t e = sync_.next_step();
   KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
-  const InputNote note{static_cast<int64_t>(::getpid()), reinterpret_cast<uint64_t>(in)};
+  const size_t mine = pool != nullptr ? pool->offset_of(out, recv_lo[N]) : ShmResultPool::kNone;
+  const InputNote note{static_cast<int64_t>(::getpid()), reinterpret_cast<uint64_t>(in), mine};
   std::memcpy(slot(e, r), &note, sizeof note);
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
-  std::string failed;
-  for (int s = 0; s < n && failed.empty(); ++s) {
-    const size_t bytes = m[static_cast<size_t>(s) * N + static_cast<size_t>(r)];
-    if (s == r || bytes == 0) continue;
+  // Push: this rank's block for d lands in d's pooled result, after d's blocks from ranks < r.
+  for (int k = 1; k < n; ++k) {
+    const int d = (r + k) % n;  // every rank starts with a different peer
     InputNote peer;
-    std::memcpy(&peer, slot(e, s), sizeof peer);
-    size_t offset = 0;  // where rank s's block for this rank starts in its input
-    for (int j = 0; j < r; ++j) offset += m[static_cast<size_t>(s) * N + static_cast<size_t>(j)];
-    failed = read_peer(peer.pid, out + recv_lo[s], peer.address + offset, bytes);
+    std::memcpy(&peer, slot(e, d), sizeof peer);
+    if (peer.out_offset == ShmResultPool::kNone || at(r, d) == 0) continue;
+    size_t into = 0;
+    for (int s = 0; s < r; ++s) into += at(s, d);
+    copy_bytes(pool->region(d) + peer.out_offset + into, in + send_lo[d], at(r, d));
   }
-  copy_bytes(out + recv_lo[r], in + send_lo[r], m[static_cast<size_t>(r) * N + static_cast<size_t>(r)]);
+  uint8_t flag = 0;  // 0: got every block; 1: a read failed; 2: cross-memory attach is off
+  std::string failed;
+  if (mine == ShmResultPool::kNone) {
+    for (int k = 1; k < n && flag == 0; ++k) {
+      const int s = (r + n - k) % n;
+      const size_t bytes = at(s, r);
+      if (bytes == 0) continue;
+      if (!single_copy_ || opts_.single_copy_min_bytes == SIZE_MAX) {
+        flag = 2;
+        break;
+      }
+      InputNote peer;
+      std::memcpy(&peer, slot(e, s), sizeof peer);
+      size_t offset = 0;  // where rank s's block for this rank starts in its input
+      for (int j = 0; j < r; ++j) offset += at(s, j);
+      failed = read_peer(peer.pid, out + recv_lo[s], peer.address + offset, bytes);
+      if (!failed.empty()) flag = 1;
+    }
+  }
+  copy_bytes(out + recv_lo[r], in + send_lo[r], at(r, r));
   const uint64_t e2 = sync_.next_step();
   KOLO_RETURN_IF_ERROR(record(sync_.prepare(e2)));
-  *reinterpret_cast<volatile uint8_t*>(slot(e2, r)) = failed.empty() ? 0 : 1;
+  *reinterpret_cast<volatile uint8_t*>(slot(e2, r)) = flag;
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e2, desc)));
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e2)));
-  bool all_read = true;
-  for (int s = 0; s < n; ++s) all_read = all_read && *reinterpret_cast<volatile uint8_t*>(slot(e2, s)) == 0;
-  if (!all_read) {
+  bool all_got = true, read_failed = false;
+  for (int s = 0; s < n; ++s) {
+    const uint8_t f = *reinterpret_cast<volatile uint8_t*>(slot(e2, s));
+    all_got = all_got && f == 0;
+    read_failed = read_failed || f == 1;
+  }
+  if (read_failed) {
     single_copy_ = false;
     if (!failed.empty())
-      KOLO_LOG(LogLevel::kWarning, "shared memory: alltoall copies through the segment from now on (" << failed << ")");
-    return Status::ok();
+      KOLO_LOG(LogLevel::kWarning, "shared memory: alltoall stops using cross-memory attach (" << failed << ")");
   }
-  *done = true;
+  *done = all_got;
   return Status::ok();
 }
 
-Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>& m) {
+Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>& m, const ShmResultPool* pool) {
   KOLO_RETURN_IF_ERROR(usable());
   const int n = opts_.local_size;
   const int r = opts_.local_rank;
@@ -121,9 +151,11 @@ Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>&
     for (size_t d = 0; d < N; ++d)
       if (s != d) most = std::max(most, m[s * N + d]);
   const CallDesc desc = detail::describe_alltoallv(m);
-  if (n > 1 && single_copy_ && most >= opts_.single_copy_min_bytes) {  // the same choice on every rank
+  // The same choice on every rank: the pool is on all or none, single_copy_ changes on all.
+  if (n > 1 && ((pool != nullptr && most >= opts_.pool_direct_min_bytes) ||
+                (single_copy_ && most >= opts_.single_copy_min_bytes))) {
     bool done = false;
-    KOLO_RETURN_IF_ERROR(alltoallv_single_copy(i, o, m, sd, rd, desc, &done));
+    KOLO_RETURN_IF_ERROR(alltoallv_direct(i, o, m, sd, rd, pool, desc, &done));
     if (done) return Status::ok();
   }
   copy_bytes(o + rd[r], i + sd[r], m[static_cast<size_t>(r) * N + static_cast<size_t>(r)]);

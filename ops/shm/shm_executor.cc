@@ -79,10 +79,21 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
       }
     }
   }
+  // The result pool, for alltoall on one host (a failure only means none).
+  if (s.is_ok() && topo.local_size == topo.size && topo.local_size > 1 && options.result_pool_bytes > 0) {
+    Status p = ShmResultPool::create({o.name + "-r", topo.local_rank, topo.local_size, options.result_pool_bytes},
+                                     mpi_agree(local), &x->pool_);
+    if (!p.is_ok()) KOLO_LOG(LogLevel::kInfo, "shared memory: no result pool: " << p.message());
+  }
   // Every host must have its group, or no rank may use one (executor choice must agree);
-  // and every rank its arena, or none keeps one (allocate_shared must agree too).
-  int ok[2] = {s.is_ok() ? 1 : 0, x->arena_ != nullptr ? 1 : 0}, all[2] = {0, 0};
-  MPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, world);
+  // every rank its arena, or none keeps one (allocate_shared must agree too); and every
+  // rank its result pool, or none uses one (alltoall's path must agree).
+  int ok[3] = {s.is_ok() ? 1 : 0, x->arena_ != nullptr ? 1 : 0, x->pool_ != nullptr ? 1 : 0}, all[3] = {0, 0, 0};
+  MPI_Allreduce(ok, all, 3, MPI_INT, MPI_MIN, world);
+  if (all[2] == 0 && x->pool_ != nullptr) {
+    x->pool_->retire();
+    x->pool_ = nullptr;
+  }
   if (!s.is_ok()) return s;
   if (all[0] == 0) return Status::communication("shared memory: another host could not set up its segment");
   if (all[1] == 0 && x->arena_ != nullptr) {
@@ -108,12 +119,22 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   }
   x->comms_ = {topo.local_rank == 0 ? cross : MPI_COMM_NULL, topo.size, options.liveness};
   // The sliced path needs a partner with the same local rank on every host: the same number
-  // of ranks on every host (every rank computes the same answer, so all choose alike).
-  int sizes[2] = {topo.local_size, -topo.local_size}, least[2] = {0, 0};
-  MPI_Allreduce(sizes, least, 2, MPI_INT, MPI_MIN, world);
-  if (!x->single_host_ && options.sliced_cross_host && least[0] == -least[1] && cross != MPI_COMM_NULL) {
+  // of ranks on every host. It is taken, and fp16/bf16 travel in 16 bits on it, only where
+  // every rank asks for it (a rank launched with other settings must not leave the others
+  // waiting for messages of another size); every rank computes the same answer.
+  int mine[4] = {topo.local_size, -topo.local_size, options.sliced_cross_host ? 1 : 0, options.half_wire ? 1 : 0};
+  int least[4] = {0, 0, 0, 0};
+  MPI_Allreduce(mine, least, 4, MPI_INT, MPI_MIN, world);
+  if (!x->single_host_ && least[2] == 1 && least[0] == -least[1] && cross != MPI_COMM_NULL) {
     x->sliced_ = std::make_unique<SlicedState>(cross, options.liveness);
+    x->sliced_->half_wire = least[3] == 1;
     x->comms_.sliced = x->sliced_.get();
+  }
+  if (!x->single_host_ && (least[2] != mine[2] || least[3] != mine[3])) {
+    KOLO_LOG(LogLevel::kWarning, "KOLO_CROSS_HOST_ALLREDUCE or KOLO_CROSS_HOST_HALF_WIRE differs between ranks; "
+                                 "every rank uses "
+                                     << (least[2] == 1 ? "sliced" : "leader") << " and "
+                                     << (least[3] == 1 ? "16-bit" : "float32") << " values between hosts");
   }
   if (Liveness* l = options.liveness)
     x->group_->set_watch([l] { return l->check("waiting for a peer in a shared-memory collective"); });
@@ -127,6 +148,7 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
 
 ShmExecutor::~ShmExecutor() {
   publish_arena(nullptr);  // kolo/memory.h: valid until shutdown
+  if (pool_ != nullptr) pool_->retire();  // results the user still holds stay valid
 }
 
 bool ShmExecutor::accepts(const Response& r) const {
@@ -273,10 +295,15 @@ Status ShmExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entrie
   TensorEntry& e = entries.at(0);
   const int n = group_->local_size();
   std::vector<int64_t> send_rows, recv_rows;
-  const size_t row_bytes = prepare_alltoall_output(r, group_->local_rank(), n, e, &send_rows, &recv_rows);
+  size_t row_bytes = 0;
+  {
+    // The result is allocated in the pool where it fits: the peers then write into it.
+    kolo::detail::TensorSourceScope from_pool(pool_);
+    row_bytes = prepare_alltoall_output(r, group_->local_rank(), n, e, &send_rows, &recv_rows);
+  }
   std::vector<size_t> bytes(r.sizes.size());
   for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<size_t>(r.sizes[k]) * row_bytes;
-  return group_->alltoallv(e.view.data, e.handle->gathered.bytes.data(), bytes);
+  return group_->alltoallv(e.view.data, e.handle->gathered.bytes.data(), bytes, pool_);
 }
 
 Status ShmExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& entries) {

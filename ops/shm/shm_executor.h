@@ -33,6 +33,7 @@
 #include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_hierarchical.h"
+#include "ops/shm/shm_result_pool.h"
 
 namespace kolo::shm {
 
@@ -65,6 +66,14 @@ class ShmExecutor final : public Executor {
     // shm_hierarchical.h) where every host has the same number of ranks; false: the leaders
     // carry it all (KOLO_CROSS_HOST_ALLREDUCE=leader).
     bool sliced_cross_host = true;
+    // fp16/bf16 on the sliced path: 16 bits between hosts (true) or float32 with one
+    // rounding (KOLO_CROSS_HOST_HALF_WIRE=float32). Ranks that disagree all take float32.
+    bool half_wire = true;
+    // Alltoall results are allocated in a shared pool of this many bytes per rank (sparse;
+    // committed as used) on one host with two ranks or more, so that peers write their
+    // blocks straight into them (shm_result_pool.h); 0 = none. Failing to make it leaves it
+    // out on every rank alike.
+    size_t result_pool_bytes = size_t{256} << 20;
   };
 
   // Collective over the whole job (MPI calls on `world` and `local`). `local`: the ranks of
@@ -82,6 +91,8 @@ class ShmExecutor final : public Executor {
   ShmGroup& group() { return *group_; }
   // True where allreduce across hosts takes the sliced path (shm_hierarchical.h).
   bool sliced() const { return sliced_ != nullptr; }
+  // True where fp16/bf16 travel in 16 bits on the sliced path (SlicedState::half_wire).
+  bool half_wire() const { return sliced_ != nullptr && sliced_->half_wire; }
   // The shared gradient memory, or nullptr without one (Options::arena_bytes/arena_auto).
   ShmArena* arena() { return arena_.get(); }
   // Zeroed shared memory for the fast path's board, or nullptr (Options::fast_board_capacity).
@@ -100,6 +111,7 @@ class ShmExecutor final : public Executor {
 
   std::unique_ptr<ShmGroup> group_;
   std::unique_ptr<ShmArena> arena_;
+  ShmResultPool* pool_ = nullptr;  // never deleted: retired in the destructor
   SharedMapping board_;
   HierarchicalComms comms_;
   std::unique_ptr<SlicedState> sliced_;  // the sliced path's ring and buffers, or none

@@ -21,11 +21,14 @@
 //   * alltoallv: each slot is cut into local_size sub-slots, one per destination; per step
 //     every rank publishes the next piece of what it sends to each rank, and every rank
 //     copies its pieces out of the others' slots (its own block is copied directly).
-//     Blocks of 256 KiB or more go in one copy instead: every rank publishes where its
-//     input lies, reads its blocks straight out of the peers' inputs with
-//     process_vm_readv (Linux cross-memory attach, as Open MPI's shared-memory transport
-//     does), and the ranks meet again before any returns. Two barriers in all. Where the
-//     kernel refuses it (ptrace rules), every rank falls back to the slots for good.
+//     Larger blocks go in one copy instead (the direct path): every rank publishes where
+//     its input and its result lie. A result in a ShmResultPool (shm_result_pool.h) is
+//     written by each sender straight from its input (plain memcpy); a rank whose result
+//     is private memory reads its blocks out of the peers' inputs with process_vm_readv
+//     (Linux cross-memory attach, as Open MPI's shared-memory transport does). The ranks
+//     meet again before any returns. Two barriers in all. Where the kernel refuses
+//     cross-memory attach (ptrace rules), every rank stops using it for good, and a call
+//     that needed it runs again through the slots.
 //   * reduce_scatter: the same sub-slots carry the pieces of each destination's part;
 //     every rank reduces its part from all ranks (rank 0's values first, as allreduce does).
 //     One step per sub-slot of the largest part.
@@ -66,6 +69,7 @@ struct Piece {
 };
 
 class ShmArena;
+class ShmResultPool;
 
 namespace detail {
 // The descriptor that ranks compare at the first step of an allreduce (slot or zero-copy
@@ -115,10 +119,14 @@ class ShmGroup {
     // results of a chunk while they are still in the L3 cache.
     size_t arena_chunk_bytes = 4u << 20;
     // alltoallv: when the largest block between two different ranks is at least this many
-    // bytes, the ranks read each other's inputs directly (one copy; see above) instead of
-    // going through the slots (two copies, no system call). SIZE_MAX: never. The crossover
+    // bytes, the ranks read each other's inputs directly (one copy, a system call per
+    // block; see above) instead of going through the slots (two copies, no system call).
+    // SIZE_MAX: never (nor for a private result on the pool's direct path). The crossover
     // measured here (np=2, busy 2-core machine) lies between 64 KiB and 256 KiB.
     size_t single_copy_min_bytes = 256u << 10;
+    // alltoallv given a result pool: the direct path from blocks of this many bytes (one
+    // copy, no system call, but a second barrier).
+    size_t pool_direct_min_bytes = 16u << 10;
   };
 
   // Out-of-band agreement among the local ranks (shm_segment.h); create() uses it twice.
@@ -164,8 +172,10 @@ class ShmGroup {
   // Alltoall: `bytes` is the local_size x local_size matrix of byte counts, bytes[s * n + d]
   // sent by local rank s to local rank d (the same on every rank). `in` holds this rank's
   // blocks for ranks 0, 1, ... end to end; `out` receives the blocks from ranks 0, 1, ...
-  // end to end. in and out must not overlap.
-  Status alltoallv(const void* in, void* out, const std::vector<size_t>& bytes);
+  // end to end. in and out must not overlap. `pool`: the host's result pool (the same
+  // pool, or none, on every rank); where `out` lies in it, peers write their blocks there.
+  Status alltoallv(const void* in, void* out, const std::vector<size_t>& bytes,
+                   const ShmResultPool* pool = nullptr);
 
   // Reduce-scatter: every rank passes `count` elements; local rank d receives elements
   // [part_lo[d], part_lo[d + 1]) (part_lo has local_size + 1 entries, from 0 to count) of the
@@ -230,12 +240,13 @@ class ShmGroup {
   Status reduce_chunked(std::span<const Piece> pieces, size_t total, DType dtype, ReduceOp op,
                         double prescale, double postscale, Target target, const CallDesc& d);
 
-  // alltoallv with blocks of Options::single_copy_min_bytes or more: each rank reads its blocks
-  // straight from the peers' inputs (shm_alltoall.cc). *done is false (and single_copy_ off
-  // for good, on every rank alike) where a rank could not read a peer's memory.
-  Status alltoallv_single_copy(const char* in, char* out, const std::vector<size_t>& m,
-                               const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                               const CallDesc& desc, bool* done);
+  // alltoallv's direct path (shm_alltoall.cc): every block crosses once, written into a
+  // pooled result by its sender or read from the sender's input by the receiver. *done is
+  // false where a rank could not get its blocks (single_copy_ then off for good on every
+  // rank alike if a read failed); the caller then runs the slots.
+  Status alltoallv_direct(const char* in, char* out, const std::vector<size_t>& m,
+                          const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
+                          const ShmResultPool* pool, const CallDesc& desc, bool* done);
 
   Options opts_;
   SharedMapping mapping_;

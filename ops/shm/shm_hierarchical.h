@@ -12,7 +12,7 @@
 // while the next chunk is reduced within the host (the pipeline). Every element is combined
 // once and copied everywhere: every rank ends with bitwise the same values.
 //
-// Leader (uneven hosts, fp16/bf16, or KOLO_CROSS_HOST_ALLREDUCE=leader): reduce within the
+// Leader (uneven hosts, or KOLO_CROSS_HOST_ALLREDUCE=leader): reduce within the
 // host into local rank 0 through shared memory -> MPI_Allreduce among the local rank 0s of
 // all hosts -> broadcast within the host through shared memory. Within a host only one
 // process touches the network; every rank ends with bitwise the leader's result. fp16/bf16
@@ -46,7 +46,10 @@ struct SlicedState {
   explicit SlicedState(MPI_Comm slice_comm, Liveness* liveness) : ring(slice_comm, liveness) {}
   CrossRing ring;
   std::vector<std::vector<std::byte>> stage;  // a chunk's slice between hosts (float32 for fp16/bf16)
-  std::vector<std::byte> narrow;              // fp16/bf16: the finished slice, rounded once
+  std::vector<std::byte> narrow;              // fp16/bf16: the finished slices in 16 bits, one per chunk in flight
+  // fp16/bf16 between hosts: true = in 16 bits (half the bytes; a partial is rounded at each
+  // host it leaves), false = in float32 and rounded once (KOLO_CROSS_HOST_HALF_WIRE=float32).
+  bool half_wire = true;
 };
 
 // ShmGroup::Agree over `local_comm` (the ranks of this host): MPI_Allreduce(MPI_MIN).
@@ -60,8 +63,10 @@ struct HierarchicalComms {
 };
 
 // Allreduce of `pieces` over every rank of the job, sliced where comms.sliced is set, else
-// through the leaders. fp16/bf16 values are combined in float32 from the host-local reduce
-// through the step between hosts (float32 on the wire) and rounded to 16 bits once. Prescale applies to each rank's
+// through the leaders. fp16/bf16 values are combined in float32 within a host; between hosts
+// the sliced path sends them in 16 bits (SlicedState::half_wire; a sum or average is then
+// scaled before it leaves the host), the leaders' path in float32 with one rounding at the
+// end. Prescale applies to each rank's
 // input; kAverage divides by global_size; postscale applies last, once per element (by the
 // host that finishes it), before it is spread. An MPI failure breaks the local group so the
 // host's other ranks stop at once.

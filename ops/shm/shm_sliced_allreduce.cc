@@ -1,7 +1,9 @@
 // The sliced allreduce across hosts (ops/shm/shm_hierarchical.h): host-local reduce-scatter,
 // a ring per slice between hosts, host-local allgather, pipelined over chunks. fp16/bf16:
-// the host-local reduce writes float32, the ring carries float32, and each rank rounds its
-// finished slice to 16 bits once before the allgather.
+// the host-local reduce writes float32; between hosts the ring carries 16-bit values (each
+// partial rounded as it leaves a host; a sum or average is scaled in the host-local reduce
+// so that partials stay in the range of the result) or, with KOLO_CROSS_HOST_HALF_WIRE=
+// float32, float32 values that each rank rounds once after the ring.
 //
 // Schedule, the same on every rank (the shared-memory steps must line up): for chunk c,
 // first finish chunk c - kSlicedInFlight (wait for its ring, then gather_slices), then
@@ -43,18 +45,28 @@ Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::sp
   if (total == 0) return Status::ok();
   const size_t chunk = chunk_elements(total, local.slot_bytes() / esize, n, esize);
   const size_t chunks = (total + chunk - 1) / chunk;
-  // fp16/bf16 travel between hosts as float32 and are rounded once, after the ring, with
-  // the post factor folded into the rounding (as on one host).
+  // fp16/bf16 are reduced within the host in float32. Between hosts they travel in 16 bits
+  // (st.half_wire) or as float32 and are rounded once, after the ring, with the post factor
+  // folded into the rounding (as on one host).
   const bool half = ops::is_half_float(dtype);
-  const DType wire = half ? DType::kFloat32 : dtype;
+  const bool narrow_wire = half && st.half_wire;
+  const DType accum = half ? DType::kFloat32 : dtype;
   const size_t most = detail::Slicing(chunk, n, esize).len(0);
-  const size_t stage_bytes = most * dtype_size(wire);
+  const size_t stage_bytes = most * dtype_size(accum);
   if (st.stage.size() < kSlicedInFlight) st.stage.resize(kSlicedInFlight);
   for (auto& b : st.stage) {
     if (b.size() < stage_bytes) b.resize(stage_bytes);
   }
-  if (half && st.narrow.size() < most * esize) st.narrow.resize(most * esize);
-  const float factor = static_cast<float>(ops::post_factor(op, comms.global_size, postscale));
+  if (half && st.narrow.size() < kSlicedInFlight * most * esize) st.narrow.resize(kSlicedInFlight * most * esize);
+  const auto narrowed = [&](int slot) { return st.narrow.data() + static_cast<size_t>(slot) * most * esize; };
+  float factor = static_cast<float>(ops::post_factor(op, comms.global_size, postscale));
+  // On the 16-bit wire a sum or average is scaled before it leaves the host (as PyTorch's
+  // fp16 compression hook divides before its allreduce): an average of values near the
+  // type's limit then stays finite in the partials too.
+  if (narrow_wire && (op == ReduceOp::kSum || op == ReduceOp::kAverage)) {
+    prescale *= factor;
+    factor = 1.0f;
+  }
   CrossRing::Finish finish;
   if (!half && ops::needs_postscale(op, comms.global_size, postscale)) {
     finish = [dtype, op, ranks = comms.global_size, postscale](void* seg, size_t count) {
@@ -75,8 +87,8 @@ Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::sp
     if (!w.is_ok()) return failed(w);
     size_t off = 0, m = 0;
     range(c, &off, &m);
-    const void* mine = st.stage[slot].data();
-    if (half) {
+    const void* mine = narrow_wire ? narrowed(slot) : st.stage[slot].data();
+    if (half && !narrow_wire) {
       const size_t len = detail::Slicing(m, n, esize).len(r);
       ops::narrow_half(st.narrow.data(), reinterpret_cast<const float*>(mine), len, dtype, factor);
       mine = st.narrow.data();
@@ -96,7 +108,9 @@ Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::sp
       return s;
     }
     const size_t mine = detail::Slicing(m, n, esize).len(r);
-    s = st.ring.start(slot, st.stage[slot].data(), mine, wire, op, finish);
+    s = narrow_wire ? st.ring.start_narrow(slot, reinterpret_cast<float*>(st.stage[slot].data()), narrowed(slot),
+                                           mine, dtype, op, factor)
+                    : st.ring.start(slot, st.stage[slot].data(), mine, accum, op, finish);
     if (s.is_ok()) s = st.ring.poll();
     if (!s.is_ok()) return failed(s);
   }

@@ -43,6 +43,8 @@ TEST_CASE("request lists survive encode/decode unchanged", "[codec]") {
     list.shutdown_ack = trial % 4 == 0;
     list.join = trial % 5 == 0;
     for (int c = 0; c < trial % 7; ++c) list.cached.push_back(static_cast<uint32_t>(rng()));
+    for (int c = 0; c < trial % 5; ++c)
+      list.set_cached.push_back({static_cast<int32_t>(rng() % 9), static_cast<uint32_t>(rng())});
     if (list.shutdown) list.shutdown_reason = "rank " + std::to_string(trial) + " received SIGTERM";
     auto bytes = encode(list);
     RequestList back;

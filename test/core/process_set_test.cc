@@ -151,7 +151,7 @@ TEST_CASE("alltoall splits in a set are one per member, the matrix by set rank",
   CHECK_THAT(ready[0].error, Catch::Contains("rank 2 gave 3 splits [1,0,0] for 2 ranks"));
 }
 
-TEST_CASE("sets never fuse together and are never cached", "[process-sets]") {
+TEST_CASE("sets never fuse together; a set's requests are cached in its own cache only", "[process-sets]") {
   Response a, b;
   a.type = b.type = Response::Type::kAllreduce;
   a.names = {"a"};
@@ -159,8 +159,12 @@ TEST_CASE("sets never fuse together and are never cached", "[process-sets]") {
   a.sizes = b.sizes = {10};
   b.process_set = 1;
   CHECK(fuse_responses({a, b}, 1 << 20).size() == 2);
-  Request q = req(0, "c", {4});
-  CHECK_FALSE(ResponseCache::cacheable(q));
+  Request q = req(0, "c", {4});  // on set 4
+  const ResponseCache global(16), set4(16, 4), set2(16, 2);
+  CHECK_FALSE(global.cacheable(q));
+  CHECK(set4.cacheable(q));
+  CHECK_FALSE(set2.cacheable(q));
   q.process_set = 0;
-  CHECK(ResponseCache::cacheable(q));
+  CHECK(global.cacheable(q));
+  CHECK_FALSE(set4.cacheable(q));
 }

@@ -15,6 +15,7 @@
 
 #include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_kernels.h"
+#include "ops/shm/shm_result_pool.h"
 #include "test/shm/fork_ranks.h"
 #include "test/shm/shm_test_data.h"
 
@@ -191,9 +192,13 @@ TEST_CASE("shm allgatherv concatenates differing sizes, empty ones included", "[
   require_all_passed(out);
 }
 
-// Both alltoallv paths: through the slots (8 KiB slots: many steps) and single copy (each
-// rank reads its blocks from the peers' inputs), over uneven blocks with empty ones.
-TEST_CASE("shm alltoallv delivers every block, through the slots and in one copy", "[shm]") {
+// Every alltoallv path: through the slots (8 KiB slots: many steps); single copy (each rank
+// reads its blocks from the peers' inputs); results in a result pool (peers write into
+// them); a pool with one rank's result private (it reads with process_vm_readv); and the
+// same without cross-memory attach (that rank cannot get its blocks: all run the slots).
+// Uneven blocks with empty ones.
+TEST_CASE("shm alltoallv delivers every block, through the slots, in one copy and into pooled results",
+          "[shm]") {
   const int n = 3;
   const auto N = static_cast<size_t>(n);
   // Byte matrices, m[s * n + d] from rank s to rank d.
@@ -201,12 +206,29 @@ TEST_CASE("shm alltoallv delivers every block, through the slots and in one copy
       {0, 0, 0, 0, 0, 0, 0, 0, 0},
       {1, 7, 0, 3, 0, 9000, 20000, 5, 2},
       {40000, 0, 33333, 1, 70001, 0, 0, 65536, 12}};
-  for (size_t single_copy_min : {size_t{1}, SIZE_MAX}) {
+  struct Mode {
+    const char* what;
+    size_t single_copy_min;
+    bool pool;
+    int private_rank;  // with a pool: this rank's result is private memory (-1: none)
+  };
+  const Mode modes[] = {{"slots", SIZE_MAX, false, -1},
+                        {"single copy", 1, false, -1},
+                        {"pool", SIZE_MAX, true, -1},
+                        {"pool, rank 1 private", 1, true, 1},
+                        {"pool, rank 1 private, no cross-memory attach", SIZE_MAX, true, 1}};
+  for (const Mode& mode : modes) {
     const std::string name = unique_segment_name();
     const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
       ShmGroup::Options o = small_options(name, rank, n);
-      o.single_copy_min_bytes = single_copy_min;
-      return with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      o.single_copy_min_bytes = mode.single_copy_min;
+      o.pool_direct_min_bytes = 1;
+      ShmResultPool* pool = nullptr;
+      if (mode.pool) {
+        Status s = ShmResultPool::create({name + "-r", rank, n, 1u << 20}, agree, &pool);
+        if (!s.is_ok()) return "pool: " + s.to_string();
+      }
+      std::string verdict = with_group(o, agree, [&](ShmGroup& g) -> std::string {
         for (size_t c = 0; c < cases.size(); ++c) {
           const auto& m = cases[c];
           // Rank s's input: its blocks for ranks 0, 1, ... end to end, drawn from (c, s).
@@ -226,16 +248,80 @@ TEST_CASE("shm alltoallv delivers every block, through the slots and in one copy
           }
           const auto in = input_of(rank);
           std::vector<std::byte> got(want.size(), std::byte{0xee});
-          Status s = g.alltoallv(in.data(), got.data(), m);
+          std::byte* dst = got.data();
+          if (pool != nullptr && rank != mode.private_rank && !want.empty()) {
+            dst = static_cast<std::byte*>(pool->take(want.size()));
+            if (dst == nullptr) return std::string("the pool gave no block");
+            std::fill(dst, dst + want.size(), std::byte{0xee});
+          }
+          Status s = g.alltoallv(in.data(), dst, m, pool);
           if (!s.is_ok()) return s.to_string();
-          if (got != want) return "alltoallv case " + std::to_string(c) + " differs";
+          const bool same = std::equal(want.begin(), want.end(), dst);
+          if (dst != got.data()) pool->give(dst);
+          if (!same) return "alltoallv case " + std::to_string(c) + " differs";
         }
         return std::string();
       });
+      if (pool != nullptr) {
+        if (pool->live_blocks() != 0) verdict += " (blocks still out)";
+        pool->retire();
+      }
+      return verdict;
     }, kDeadline);
-    INFO("single_copy_min_bytes " << single_copy_min);
+    INFO(mode.what);
     require_all_passed(out);
   }
+}
+
+// The pool as tensor memory: first fit from the lowest offset (a freed block is handed out
+// again), neighbours merged, blocks routed back from a Tensor's bytes, no room -> the heap,
+// and a retired pool stays mapped until its last block comes back.
+TEST_CASE("shm result pool hands out, takes back and merges blocks; tensors use it inside a scope",
+          "[shm][pool]") {
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(2, [&](int rank, const ShmGroup::Agree& agree) -> std::string {
+    ShmResultPool* pool = nullptr;
+    Status s = ShmResultPool::create({name, rank, 2, 64u << 10}, agree, &pool);  // 16 pages
+    if (!s.is_ok()) return "create: " + s.to_string();
+    char* a = static_cast<char*>(pool->take(5000));  // 2 pages
+    char* b = static_cast<char*>(pool->take(4096));
+    char* c = static_cast<char*>(pool->take(100));
+    if (a != pool->region(rank) || b != a + 8192 || c != b + 4096) return std::string("not first fit");
+    if (pool->offset_of(a + 100, 8092) != 100 || pool->offset_of(a + 100, 8093) != ShmResultPool::kNone)
+      return std::string("offset_of ignores the block's end");
+    if (pool->take(13 * 4096) != nullptr) return std::string("took more than is left");
+    pool->give(b);
+    pool->give(a);  // merges with b's pages: 3 pages at the start
+    if (pool->offset_of(a, 1) != ShmResultPool::kNone) return std::string("a freed block still counts");
+    char* d = static_cast<char*>(pool->take(3 * 4096));
+    if (d != a) return std::string("freed neighbours were not merged");
+    pool->give(d);
+    pool->give(c);
+    if (pool->live_blocks() != 0) return std::string("blocks still out");
+    TensorBytes inside, outside;
+    {
+      kolo::detail::TensorSourceScope scope(pool);
+      inside.resize(20000);
+    }
+    outside.resize(20000);
+    if (!pool->holds(inside.data()) || pool->holds(outside.data()))
+      return std::string("the scope does not decide where tensor memory comes from");
+    {
+      kolo::detail::TensorSourceScope scope(pool);
+      TensorBytes too_big(1u << 20);  // no room: the heap serves it
+      if (pool->holds(too_big.data())) return std::string("a block larger than the pool");
+    }
+    std::memset(inside.data(), 7, inside.size());
+    pool->retire();
+    if (pool->take(100) != nullptr) return std::string("a retired pool handed out memory");
+    if (!pool->holds(inside.data()) || inside[19999] != std::byte{7})
+      return std::string("retiring unmapped a block still in use");
+    inside = TensorBytes();  // the last block: the pool unmaps now
+    if (pool->holds(pool->region(rank))) return std::string("the pool is still mapped");
+    return std::string();
+  }, kDeadline);
+  require_all_passed(out);
+  REQUIRE_FALSE(segment_exists(name));
 }
 
 TEST_CASE("shm reduce_to_leader gives local rank 0 the sum and leaves the others unchanged",
