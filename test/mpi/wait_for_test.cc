@@ -99,7 +99,8 @@ Waits wait_while_busy(const std::string& tag, int busy_steps, Clock::duration la
   std::vector<std::thread> threads;
   for (int t = 0; t < kWaiters; ++t) {
     threads.emplace_back([&, t] {
-      while (!busy_done.load()) {
+      // At least one wait each: on a loaded host the busy steps can end before a waiter runs.
+      do {
         const auto t0 = Clock::now();
         completed[t] += never[t].wait_for(kDeadline) ? 1 : 0;
         const auto took = Clock::now() - t0;
@@ -110,7 +111,7 @@ Waits wait_while_busy(const std::string& tag, int busy_steps, Clock::duration la
           else overdue[t] += took - kDeadline;
         }
         ++waits[t];
-      }
+      } while (!busy_done.load());
     });
   }
   // The same allreduce on every rank, step after step. This thread waits without helping
