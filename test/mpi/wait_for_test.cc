@@ -201,11 +201,12 @@ TEST_CASE("wait_for: does not run passes longer than its deadline", "[wait-for-s
   INFO(describe(w));
   CHECK(w.completed == 0);
   CHECK(w.waits >= kWaiters);
-  // What tells the two apart is how many passes the waiters ran: with the deadline kept, the
-  // first one or two per rank (15-23 with the deadline check removed from help(); checked).
+  // What tells the two apart is how many passes the waiters ran: with the deadline kept, a
+  // few per rank (2-5 seen; the short negotiation passes still fit), 15-23 with the deadline
+  // check removed from help() (checked).
   // Lateness only catches a hang: at load 9 a waiter that ran no pass was still 0.45 s late
   // now and then (waiting for the engine while another thread's 0.15 s pass held it).
-  CHECK(w.helped <= 4);
+  CHECK(w.helped <= 10);
   CHECK(w.overdue < std::chrono::seconds(5));
 }
 
