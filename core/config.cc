@@ -37,7 +37,7 @@ const std::set<std::string>& known_names() {
       "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE",
       "KOLO_CROSS_HOST_HALF_WIRE",
       "KOLO_WAIT_HELPS",               "KOLO_TEST_FAULT_RANK",
-      "KOLO_TEST_LISTENER_GAP_SECONDS"};
+      "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_SHM_RESULT_POOL_BYTES"};
   return names;
 }
 
@@ -106,6 +106,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   };
   KOLO_RETURN_IF_ERROR(bytes("KOLO_FUSION_THRESHOLD", &c.fusion_threshold_bytes, 0));
   KOLO_RETURN_IF_ERROR(bytes("KOLO_CPU_CHUNK_BYTES", &c.cpu_chunk_bytes, 4096));
+  KOLO_RETURN_IF_ERROR(bytes("KOLO_SHM_RESULT_POOL_BYTES", &c.shm_result_pool_bytes, 0));
   if (auto v = lookup("KOLO_SHM_ARENA_BYTES")) {
     c.shm_arena_auto = *v == "auto";
     if (!c.shm_arena_auto && !parse_bytes(*v, &c.shm_arena_bytes))

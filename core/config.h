@@ -37,6 +37,10 @@ struct Config {
   // otherwise shm_arena_bytes, 0 = none.
   bool shm_arena_auto = true;
   size_t shm_arena_bytes = 0;
+  // Per rank: the shared pool that alltoall results are allocated in on one host, so that
+  // peers write their blocks straight into them (ops/shm/shm_result_pool.h); sparse,
+  // committed as used (KOLO_SHM_RESULT_POOL_BYTES; 0 = none).
+  size_t shm_result_pool_bytes = size_t{256} << 20;
   // GPU executor: auto (NCCL unless ranks share a GPU, then host-staged), nccl, staged.
   std::string gpu_operations = "auto";                  // KOLO_GPU_OPERATIONS
   // GPU allreduce as NCCL reduce-scatter in the host, MPI across hosts, NCCL all-gather.

@@ -111,6 +111,7 @@ class MpiBackend final : public Backend {
     so.peer_timeout = std::chrono::seconds(60);
     so.arena_bytes = config.shm_arena_bytes;  // kolo/memory.h
     so.arena_auto = config.shm_arena_auto;
+    so.result_pool_bytes = config.shm_result_pool_bytes;
     so.liveness = liveness_.get();
     so.fast_board_capacity = config.fast_path ? config.cache_capacity : 0;
     so.sliced_cross_host = config.cross_host_sliced;

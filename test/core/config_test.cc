@@ -43,6 +43,12 @@ TEST_CASE("KOLO_SHM_ARENA_BYTES: auto, a byte count, or 0", "[config]") {
   REQUIRE(parse({{"KOLO_SHM_ARENA_BYTES", "0"}}, &c).is_ok());
   CHECK_FALSE(c.shm_arena_auto);
   CHECK(c.shm_arena_bytes == 0);
+  CHECK(c.shm_result_pool_bytes == 256u << 20);
+  REQUIRE(parse({{"KOLO_SHM_RESULT_POOL_BYTES", "0"}}, &c).is_ok());
+  CHECK(c.shm_result_pool_bytes == 0);
+  REQUIRE(parse({{"KOLO_SHM_RESULT_POOL_BYTES", "64M"}}, &c).is_ok());
+  CHECK(c.shm_result_pool_bytes == 64u << 20);
+  CHECK_FALSE(parse({{"KOLO_SHM_RESULT_POOL_BYTES", "auto"}}, &c).is_ok());
   for (const char* bad : {"AUTO", "", "-1", "1T", "auto "}) {
     Status s = parse({{"KOLO_SHM_ARENA_BYTES", bad}}, &c);
     REQUIRE_FALSE(s.is_ok());
