@@ -2,7 +2,7 @@
 //
 //   mpirun -np 2 build/bench/kolo-bench-shm-allreduce [--iters N] [--out DIR]
 //          [--segment-bytes B] [--small-bytes B] [--arena-chunk-bytes B] [--no-sweep]
-//          [--case 4KB|64MB|tiny|resnet50|sweep]
+//          [--case 4KB|64MB|tiny|resnet50|sweep] [--batch N] [--factor F] [--max-bytes B]
 //
 // Cases: a 4 KB buffer (latency), one 64 MB tensor, a ResNet-50 gradient step (161 separate
 // fp32 tensors, 102 MB: one MPI_Allreduce per tensor, one MPI_Allreduce over one contiguous
@@ -38,6 +38,9 @@ struct Args {
   size_t small_bytes = shm::ShmGroup::Options{}.small_bytes;
   size_t arena_chunk_bytes = shm::ShmGroup::Options{}.arena_chunk_bytes;
   bool sweep = true;
+  int batch = 0;      // --batch: calls per timed sample in the sweep (0: 100 up to 256 KB, else 1)
+  size_t factor = 4;  // --factor: the sweep's step between sizes
+  size_t max_bytes = 128u << 20;  // --max-bytes: the sweep's largest size
   std::string only;  // --case: run just this case (4KB, 64MB, tiny, resnet50, sweep)
   bool runs(const char* kase) const { return only.empty() || only == kase; }
 };
@@ -52,6 +55,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--segment-bytes" && has_value) a.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--small-bytes" && has_value) a.small_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--arena-chunk-bytes" && has_value) a.arena_chunk_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (k == "--batch" && has_value) a.batch = std::max(0, std::atoi(argv[++i]));
+    else if (k == "--factor" && has_value) a.factor = std::max<size_t>(2, std::strtoull(argv[++i], nullptr, 10));
+    else if (k == "--max-bytes" && has_value) a.max_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--no-sweep") a.sweep = false;
     else if (k == "--case" && has_value) a.only = argv[++i];
     else {
@@ -330,8 +336,8 @@ int run(int argc, char** argv) {
   if (b.args.runs("tiny")) b.tiny();
   if (b.args.runs("resnet50")) b.resnet50();
   if (b.args.sweep && b.args.runs("sweep")) {
-    for (size_t bytes = 4096; bytes <= (128u << 20); bytes *= 4) {
-      b.single("sweep", bytes, bytes <= (256u << 10) ? 100 : 1);
+    for (size_t bytes = 4096; bytes <= b.args.max_bytes; bytes *= b.args.factor) {
+      b.single("sweep", bytes, b.args.batch > 0 ? b.args.batch : bytes <= (256u << 10) ? 100 : 1);
     }
   }
   if (b.csv != nullptr) std::fclose(b.csv);

@@ -37,7 +37,8 @@ const std::set<std::string>& known_names() {
       "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE",
       "KOLO_CROSS_HOST_HALF_WIRE",
       "KOLO_WAIT_HELPS",               "KOLO_TEST_FAULT_RANK",
-      "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_SHM_RESULT_POOL_BYTES"};
+      "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_SHM_RESULT_POOL_BYTES",
+      "KOLO_BURST_DEFER"};
   return names;
 }
 
@@ -172,6 +173,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   if (auto v = lookup("KOLO_FAST_PATH")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_FAST_PATH", *v, "0 or 1");
     c.fast_path = *v == "1";
+  }
+  if (auto v = lookup("KOLO_BURST_DEFER")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_BURST_DEFER", *v, "0 or 1");
+    c.burst_defer = *v == "1";
   }
   if (auto v = lookup("KOLO_WAIT_HELPS")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_WAIT_HELPS", *v, "0 or 1");

@@ -86,6 +86,10 @@ struct Config {
   // With the fast path on, a thread waiting on a handle runs the coordinator's passes itself
   // instead of sleeping until the coordinator thread wakes it (core/wait_help.h).
   bool wait_helps = true;                // KOLO_WAIT_HELPS
+  // With waiters helping, the coordinator thread leaves requests that are still arriving
+  // (less than burst_hold_us apart) to the thread that will wait for them, so that a burst
+  // goes out in one board round (Coordinator::defer_burst).
+  bool burst_defer = false;              // KOLO_BURST_DEFER
   bool autotune = false;                 // KOLO_AUTOTUNE
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
   int autotune_samples = 24;             // KOLO_AUTOTUNE_SAMPLES: budget of settings tried

@@ -247,6 +247,13 @@ void Coordinator::loop() {
       nap_wake_ = false;
       continue;
     }
+    if (defer_burst()) {
+      // Napping as for a helper: a helper that leaves work behind ends the nap (help()).
+      std::unique_lock<std::mutex> nap(nap_mu_);
+      nap_cv_.wait_for(nap, microseconds(config_.burst_hold_us), [&] { return nap_wake_; });
+      nap_wake_ = false;
+      continue;
+    }
     std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
     if (!lock.owns_lock()) continue;  // a helper is inside a pass: it counted itself in first
     bool activity = false;
@@ -274,6 +281,21 @@ void Coordinator::loop() {
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }
+}
+
+bool Coordinator::defer_burst() {
+  if (!helps_ || !config_.burst_defer || config_.burst_hold_us == 0 || !queue_.maybe_work()) {
+    defer_since_ns_ = 0;
+    return false;
+  }
+  const int64_t now = steady_ns(Clock::now());
+  const int64_t gap = int64_t{config_.burst_hold_us} * 1000;
+  if (defer_since_ns_ == 0) defer_since_ns_ = now;
+  if (now - queue_.last_push_ns() >= gap || now - defer_since_ns_ >= kDeferBursts * gap) {
+    defer_since_ns_ = 0;
+    return false;
+  }
+  return true;
 }
 
 Status Coordinator::root_cycle(bool* activity) {

@@ -91,6 +91,14 @@ class Coordinator {
   // Rank 0: whether to hold this pass's ready tensors because a burst is still arriving
   // (core/burst_hold.h). Never holds a shutdown or autotune list.
   bool hold_burst(bool shutdown);
+  // The loop, with KOLO_BURST_DEFER=1 where waiters help: whether to leave the requests in
+  // the queue for now because this rank is still submitting a burst (a request arrived less
+  // than KOLO_BURST_HOLD_MICROSECONDS ago) and no thread waits yet. The thread that submits
+  // the burst will wait for it and take it whole (core/wait_help.h): one board round and
+  // one fused collective, and no coordinator thread competing with the submitting thread
+  // for the cores. Bounded: kDeferBursts gaps at most, then the loop takes what is there.
+  bool defer_burst();
+  static constexpr int kDeferBursts = 20;
   void stop(const Status& reason);
   // The dead-peer check (core/liveness.h): `now` forces one; ok on a single rank.
   Status peer_check(bool now, const char* during);
@@ -228,6 +236,7 @@ class Coordinator {
   bool helps_ = false;               // constant after construction
   std::mutex engine_mu_;             // held for every pass, by the loop or a helper
   std::atomic<int> helpers_{0};      // threads inside help(): the loop naps meanwhile
+  int64_t defer_since_ns_ = 0;       // loop thread: when defer_burst began deferring (0: not)
   std::atomic<uint64_t> helped_passes_{0};  // passes with activity run inside help()
   std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
   std::mutex nap_mu_;                // the loop's nap while helpers run

@@ -96,6 +96,9 @@ class TensorQueue {
   // Lock-free hint that work may have arrived since the last take_requests (the
   // coordinator's spin reads it without taking the mutex).
   bool maybe_work() const { return wake_hint_.load(std::memory_order_acquire); }
+  // When the last push (push, push_group; refused ones too) happened: steady-clock
+  // nanoseconds since its epoch. Lock-free, for the coordinator's burst deferral.
+  int64_t last_push_ns() const { return last_push_ns_.load(std::memory_order_relaxed); }
   // Fails every pending entry with `reason` and refuses later pushes with it.
   void close(const Status& reason);
   // Wakes a waiting coordinator (used by shutdown).
@@ -127,6 +130,7 @@ class TensorQueue {
   Status close_reason_;             // guarded by mu_
   bool wake_ = false;               // guarded by mu_: work arrived since the last take
   std::atomic<bool> wake_hint_{false};  // == wake_, written under mu_, read without it
+  std::atomic<int64_t> last_push_ns_{0};
   std::shared_ptr<detail::HandleState> join_;  // guarded by mu_: the pending join
   bool join_sent_ = false;                     // guarded by mu_: take_join returned it
 };

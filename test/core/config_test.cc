@@ -130,6 +130,14 @@ TEST_CASE("malformed values are refused with the variable, value and accepted fo
     CHECK(msg("KOLO_FAST_PATH", bad) == "KOLO_FAST_PATH=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
   for (const char* bad : {"", "2", "yes", " 0"})
     CHECK(msg("KOLO_WAIT_HELPS", bad) == "KOLO_WAIT_HELPS=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
+  for (const char* bad : {"", "2", "true", " 1"})
+    CHECK(msg("KOLO_BURST_DEFER", bad) == "KOLO_BURST_DEFER=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
+  {
+    Config d;
+    CHECK_FALSE(d.burst_defer);
+    REQUIRE(parse({{"KOLO_BURST_DEFER", "1"}}, &d).is_ok());
+    CHECK(d.burst_defer);
+  }
   for (const char* bad : {"", "two", "1e7", "3 "})
     CHECK(msg("KOLO_NUM_SERVERS", bad).find("KOLO_NUM_SERVERS=\"" + std::string(bad) + "\" is not valid") == 0);
   for (const char* bad : {"", "-5", "12abc", "1e20", "0.5"})
