@@ -231,6 +231,7 @@ bool Coordinator::pass(bool* activity) {
         execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
     coordination_ns_.fetch_add(cycle_ns - (exec_after - exec_before), std::memory_order_relaxed);
     last_activity_ns_.store(steady_ns(now), std::memory_order_relaxed);
+    note_pass(steady_ns(now), cycle_ns);
   }
   return true;
 }

@@ -58,8 +58,11 @@ class Coordinator {
   RuntimeStats stats() const;
   // Runs passes on the calling thread until `done`, the coordinator stops, or nothing
   // happens for the spin window; returns at once where waiters may not help (several
-  // hosts, no fast path, KOLO_WAIT_HELPS=0). Any thread; see core/wait_help.h.
-  void help(const std::atomic<bool>& done);
+  // hosts, no fast path, KOLO_WAIT_HELPS=0). With a `deadline` (Handle::wait_for) it starts
+  // a pass only while the longest recent pass still fits before it, so it returns by the
+  // deadline unless a pass outlasts every recent one. Any thread; see core/wait_help.h.
+  void help(const std::atomic<bool>& done,
+            std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
  private:
   void loop();
@@ -239,6 +242,11 @@ class Coordinator {
   int64_t defer_since_ns_ = 0;       // loop thread: when defer_burst began deferring (0: not)
   std::atomic<uint64_t> helped_passes_{0};  // passes with activity run inside help()
   std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
+  // The longest recent pass with activity, halved for every second since it ran (written
+  // under engine_mu_, read by helpers with a deadline): what a bounded helper must leave.
+  std::atomic<int64_t> long_pass_ns_{0}, long_pass_at_ns_{0};
+  void note_pass(int64_t now_ns, int64_t took_ns);
+  std::chrono::nanoseconds expected_pass(int64_t now_ns) const;
   std::mutex nap_mu_;                // the loop's nap while helpers run
   std::condition_variable nap_cv_;
   bool nap_wake_ = false;            // guarded by nap_mu_

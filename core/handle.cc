@@ -80,6 +80,22 @@ void HandleState::wait() {
   cv.wait(lock, [&] { return done; });
 }
 
+bool HandleState::wait_for(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto now = Clock::now();
+  // A timeout beyond any clock (Python's wait_for(1e12)) is no deadline at all.
+  const auto deadline = timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now)
+                            ? Clock::time_point::max()
+                            : now + timeout;
+  if (timeout.count() > 0) help_wait(finished, deadline);
+  std::unique_lock<std::mutex> lock(mu);
+  if (deadline == Clock::time_point::max()) {
+    cv.wait(lock, [&] { return done; });
+    return true;
+  }
+  return cv.wait_until(lock, deadline, [&] { return done; });
+}
+
 }  // namespace detail
 
 namespace {
@@ -104,9 +120,7 @@ const Status& Handle::status() const {
 }
 
 bool Handle::wait_for(std::chrono::milliseconds timeout) const {
-  auto& s = must(state_);
-  std::unique_lock<std::mutex> lock(s.mu);
-  return s.cv.wait_for(lock, timeout, [&] { return s.done; });
+  return must(state_).wait_for(timeout);
 }
 
 const Tensor& Handle::output() const& {

@@ -29,6 +29,9 @@ struct HandleState {
   // Blocks until done. Where the runtime allows it, the waiting thread first does the
   // coordinator's work itself (core/wait_help.h).
   void wait();
+  // Blocks until done or `timeout` passed; true when done. Helps as wait() does, but only
+  // with passes expected to end before the deadline.
+  bool wait_for(std::chrono::milliseconds timeout);
 
   const std::string name;
   const OpKind kind;  // which collective: decides what the handle may be asked for

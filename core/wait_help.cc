@@ -22,10 +22,10 @@ void detach_wait_helper() {
   while (g_inside.load() > 0) std::this_thread::yield();
 }
 
-void help_wait(const std::atomic<bool>& done) {
+void help_wait(const std::atomic<bool>& done, std::chrono::steady_clock::time_point deadline) {
   if (done.load(std::memory_order_acquire)) return;
   g_inside.fetch_add(1);
-  if (Coordinator* c = g_target.load()) c->help(done);
+  if (Coordinator* c = g_target.load()) c->help(done, deadline);
   g_inside.fetch_sub(1);
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 
 namespace kolo {
 
@@ -30,8 +31,10 @@ void attach_wait_helper(Coordinator* c);
 // Stops new helpers and waits until none is inside the coordinator any more.
 void detach_wait_helper();
 // Runs the attached coordinator's passes on this thread until `done`, the coordinator
-// stops, or nothing happens for a while; returns at once when none is attached.
-void help_wait(const std::atomic<bool>& done);
+// stops, or nothing happens for a while; returns at once when none is attached. With a
+// `deadline` (Handle::wait_for), only passes expected to end before it (Coordinator::help).
+void help_wait(const std::atomic<bool>& done,
+               std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 }  // namespace detail
 }  // namespace kolo

@@ -4,7 +4,9 @@
 //   - synchronize(h) blocks until the collective finished on this rank; if it failed it
 //     throws kolo::Error whose message names the tensor, the ranks involved and the cause.
 //   - poll(h) returns true once it finished (successfully or not) and never blocks.
-//   - h.wait_for(timeout) waits at most `timeout`; returns false if still running.
+//   - h.wait_for(timeout) waits at most `timeout`; returns false if still running. Like
+//     synchronize(), it may run the coordinator's work on the calling thread meanwhile, but
+//     only work expected to end before the timeout (docs/runtime.md, "Waiting threads help").
 // Errors cannot be lost: a failed handle that is destroyed without anyone having looked
 // at its result (synchronize, status()) prints the error to stderr.
 //

@@ -156,10 +156,13 @@ TEST_CASE("fast path: a rank later than the hold deadline still gets exact value
   }
 }
 
-TEST_CASE("fast path: waiting threads run the passes only where KOLO_WAIT_HELPS allows", "[fast-path]") {
-  // A latency loop: one small tensor, waited on at once, many times. With helping on (the
-  // default where the board exists) the waiter must run some of the passes itself; off, or
-  // without a board, never. Fails if helping silently stops (or runs where it must not).
+namespace {
+
+// A latency loop: one small tensor, waited on at once, many times (with synchronize(), as
+// kolo::allreduce does, or with wait_for only). With helping on (the default where the
+// board exists) the waiter must run some of the passes itself; off, or without a board,
+// never. Fails if helping silently stops (or runs where it must not).
+void check_waiters_help(const std::string& name, bool with_wait_for) {
   const char* helps = std::getenv("KOLO_WAIT_HELPS");
   const bool expect_help = board_expected() && !(helps && std::string(helps) == "0");
   // At least 300 steps; where help is expected, up to 3,000 until some pass was helped (under
@@ -176,21 +179,34 @@ TEST_CASE("fast path: waiting threads run the passes only where KOLO_WAIT_HELPS 
     }
     std::vector<float> buf(16);
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = value(s, 11, rank(), i);
-    // synchronize(), as kolo::allreduce does: a plain wait helps, wait_for (wait_ok) does not.
-    // Bounded by the suite's ctest timeout and the runtime's stall check.
-    synchronize(allreduce_async(TensorView::of(buf), "fp.help", {ReduceOp::kSum}));
+    Handle h = allreduce_async(TensorView::of(buf), name, {ReduceOp::kSum});
+    // Bounded by the suite's ctest timeout and the runtime's stall check; wait_ok's
+    // synchronize() after wait_for finds the handle done (a done handle never helps).
+    if (with_wait_for) wait_ok(h);
+    else synchronize(h);
     size_t wrong = 0;
     for (size_t i = 0; i < buf.size(); ++i) wrong += buf[i] != sum_of(s, 11, i);
     INFO("step " << s);
     REQUIRE(wrong == 0);
   }
   const uint64_t helped = runtime_stats().helped_passes - before.helped_passes;
-  INFO("helped passes " << helped << " of " << steps << " allreduces; helping expected: " << expect_help);
+  INFO("helped passes " << helped << " of " << steps << " allreduces; helping expected: " << expect_help
+                        << "; waiting with " << (with_wait_for ? "wait_for" : "synchronize"));
   if (expect_help) {
     CHECK(helped > 0);
   } else {
     CHECK(helped == 0);
   }
+}
+
+}  // namespace
+
+TEST_CASE("fast path: waiting threads run the passes only where KOLO_WAIT_HELPS allows", "[fast-path]") {
+  check_waiters_help("fp.help", /*with_wait_for=*/false);
+}
+
+TEST_CASE("fast path: wait_for helps as synchronize does, where KOLO_WAIT_HELPS allows", "[fast-path]") {
+  check_waiters_help("fp.help-for", /*with_wait_for=*/true);
 }
 
 TEST_CASE("fast path: with KOLO_BURST_DEFER=1 a burst submitted before the wait runs as one collective",
