@@ -52,6 +52,15 @@ class MpiBackend final : public Backend {
       if (provided < MPI_THREAD_SERIALIZED)
         return Status::communication("MPI provides thread level " + std::to_string(provided) +
                                      "; kolo needs at least MPI_THREAD_SERIALIZED");
+    } else if (thread_level() < MPI_THREAD_SERIALIZED) {
+      // The program started MPI itself (MPI_Init, or MPI_Init_thread with a low level): kolo's
+      // coordinator thread would call MPI from a second thread, which such a level forbids
+      // (Open MPI then crashes deep inside a probe). Refuse with what to change instead.
+      return Status::invalid_argument(
+          "the program initialised MPI with thread level " + std::string(thread_level_name(thread_level())) +
+          " (MPI_Init, or MPI_Init_thread asking for less); kolo's coordinator thread calls MPI, so it needs "
+          "MPI_THREAD_SERIALIZED or more: call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) "
+          "instead, or let kolo::init start MPI");
     }
     // Own communicators: kolo's traffic never matches the program's own MPI messages.
     MPI_Comm_dup(MPI_COMM_WORLD, &control_);
@@ -167,6 +176,15 @@ class MpiBackend final : public Backend {
       KOLO_LOG(LogLevel::kDebug, "heartbeats from the coordinator's waits (no listener thread: MPI thread level "
                                      << thread_level() << ", or no peer on another host)");
     return Status::ok();
+  }
+
+  static const char* thread_level_name(int level) {
+    switch (level) {
+      case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+      case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+      case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+      default: return "MPI_THREAD_MULTIPLE";
+    }
   }
 
   static int thread_level() {

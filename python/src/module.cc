@@ -13,6 +13,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <optional>
 #include <tuple>
 
@@ -34,11 +35,39 @@ PyObject* g_kolo_error = nullptr;
 
 [[noreturn]] void raise(const Status& s) { throw Error(s); }
 
+// How often a wait looks at Python's pending signals: a Ctrl-C (KeyboardInterrupt) during
+// a wait on a collective that never completes is raised within this, not when it ends.
+constexpr auto kSignalCheck = std::chrono::milliseconds(100);
+
+// Waits (GIL released) until `h` is done or `seconds` passed (negative: no limit); true when
+// done. Between slices of kSignalCheck it runs Python's signal handlers with the GIL held,
+// and an exception they raise (KeyboardInterrupt) ends the wait.
+bool wait_checking_signals(const Handle& h, double seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    auto slice = kSignalCheck;
+    if (seconds >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::duration<double>(seconds) - (std::chrono::steady_clock::now() - start));
+      if (left.count() <= 0) return h.done();
+      slice = std::min(slice, left);
+    }
+    bool done = false;
+    {
+      py::gil_scoped_release nogil;
+      done = h.wait_for(slice);
+    }
+    if (done) return true;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
 // A kolo::Handle as Python sees it.
 struct PyHandle {
   Handle h;
   bool done() const { return h.done(); }
   void wait() const {
+    wait_checking_signals(h, -1.0);
     Status s;
     {
       py::gil_scoped_release nogil;
@@ -46,14 +75,12 @@ struct PyHandle {
     }
     throw_if_error(s);
   }
-  bool wait_for(double seconds) const {
-    py::gil_scoped_release nogil;
-    return h.wait_for(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
-  }
+  bool wait_for(double seconds) const { return wait_checking_signals(h, std::max(seconds, 0.0)); }
   // Allgather, alltoall, reducescatter (member < 0) or member `member` of a grouped
   // allgather / reducescatter: the result's shape, and a copy of it into `nbytes` bytes at
   // `ptr` (exactly its size). Both block until done and raise if it failed.
   std::vector<int64_t> output_shape(int member) const {
+    wait_checking_signals(h, -1.0);
     py::gil_scoped_release nogil;
     return result(member).shape;
   }

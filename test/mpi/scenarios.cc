@@ -24,10 +24,16 @@
 //                     until a submission is refused: each handle completes (exact, or failed
 //                     "shut down"), nothing hangs or crashes
 //                     (RACE-OK, or RACE-WRONG saying what)
+//   user-mpi-single   the program calls MPI_Init itself (MPI_THREAD_SINGLE), then kolo::init:
+//                     refused with a message naming the level and the fix (USER-MPI-REFUSED)
+//   user-mpi-multiple the program calls MPI_Init_thread(MPI_THREAD_MULTIPLE) itself: kolo
+//                     runs on it, and leaves MPI for the program to finalise (USER-MPI-OK)
 //   misuse            the runtime's life cycle used wrongly: collectives before init() and
 //                     after shutdown(), init() and shutdown() twice, init() after shutdown(),
 //                     a handle of the finished runtime waited on twice; each a clear error or
 //                     a no-op, never a hang or a crash (MISUSE-OK, or MISUSE-WRONG naming it)
+#include <mpi.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -269,9 +275,36 @@ int shutdown_race() {
 
 }  // namespace
 
+// The program owns MPI: kolo must check the thread level it was given.
+int user_mpi(int* argc, char*** argv, bool multiple) {
+  int provided = 0;
+  if (multiple) MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  else MPI_Init(argc, argv);
+  int rank = 0, rc = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    kolo::init(argc, argv);
+    std::vector<float> v(1000, 1.0f);
+    kolo::allreduce(kolo::TensorView::of(v), "user-mpi", {kolo::ReduceOp::kSum});
+    const bool exact = v[0] == static_cast<float>(kolo::size()) && v[999] == static_cast<float>(kolo::size());
+    kolo::shutdown();
+    // MPI is still the program's: one more collective of its own, then its MPI_Finalize.
+    int one = 1, sum = 0;
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    std::printf("rank %d: %s\n", rank, multiple && exact && sum > 1 ? "USER-MPI-OK" : "USER-MPI-WRONG");
+    rc = multiple && exact ? 0 : 1;
+  } catch (const kolo::Error& e) {
+    std::printf("rank %d: %s: %s\n", rank, multiple ? "USER-MPI-WRONG" : "USER-MPI-REFUSED", e.what());
+    rc = multiple ? 1 : 0;
+  }
+  MPI_Finalize();
+  return rc;
+}
+
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
   if (which == "misuse") return misuse(&argc, &argv);
+  if (which == "user-mpi-single" || which == "user-mpi-multiple") return user_mpi(&argc, &argv, which == "user-mpi-multiple");
   try {
     kolo::init(&argc, &argv);
   } catch (const kolo::Error& e) {

@@ -99,7 +99,8 @@ Waits wait_while_busy(const std::string& tag, int busy_steps, Clock::duration la
   std::vector<std::thread> threads;
   for (int t = 0; t < kWaiters; ++t) {
     threads.emplace_back([&, t] {
-      while (!busy_done.load()) {
+      // At least one wait each: on a loaded host the busy steps can end before a waiter runs.
+      do {
         const auto t0 = Clock::now();
         completed[t] += never[t].wait_for(kDeadline) ? 1 : 0;
         const auto took = Clock::now() - t0;
@@ -110,7 +111,7 @@ Waits wait_while_busy(const std::string& tag, int busy_steps, Clock::duration la
           else overdue[t] += took - kDeadline;
         }
         ++waits[t];
-      }
+      } while (!busy_done.load());
     });
   }
   // The same allreduce on every rank, step after step. This thread waits without helping
@@ -200,7 +201,13 @@ TEST_CASE("wait_for: does not run passes longer than its deadline", "[wait-for-s
   INFO(describe(w));
   CHECK(w.completed == 0);
   CHECK(w.waits >= kWaiters);
-  CHECK(w.overdue < 2 * pass);
+  // What tells the two apart is how many passes the waiters ran: with the deadline kept, a
+  // few per rank (2-5 seen; the short negotiation passes still fit), 15-23 with the deadline
+  // check removed from help() (checked).
+  // Lateness only catches a hang: at load 9 a waiter that ran no pass was still 0.45 s late
+  // now and then (waiting for the engine while another thread's 0.15 s pass held it).
+  CHECK(w.helped <= 10);
+  CHECK(w.overdue < std::chrono::seconds(5));
 }
 
 TEST_CASE("wait_for: a zero or negative timeout returns at once and never helps", "[fast-path]") {
