@@ -20,10 +20,11 @@
 // which rank 0 and the set's members fill as follows (docs/collectives.md, "Process sets").
 // A set's responses are executed by its members only, and rank 0 need not be one; so rank 0
 // remembers a set's requests when it *emits* each response list (the agreed request from
-// its table, every name of each non-error response of the set, in list order after fusion),
-// and every member other than rank 0 when it executes the list, in the same order. Each
-// member's sequence of remembered names is then rank 0's, so their ids agree; rank 0 emits
-// before anyone executes, so a member never names an id rank 0 lacks.
+// its table, every name of each non-error response of the set: names it holds at once, new
+// ones in list order after fusion, as only new names take ids), and every member other than
+// rank 0 when it executes the list, in list order. Each member's sequence of new names is
+// then rank 0's, so their ids agree; rank 0 emits before anyone executes, so a member never
+// names an id rank 0 lacks.
 //
 // Why ids and not Horovod's per-cycle bit vector: kolo's ranks do not negotiate in lockstep
 // cycles (docs/runtime.md), so a collective bitwise AND each cycle would bring the lockstep
@@ -52,6 +53,7 @@ class ResponseCache {
   explicit ResponseCache(size_t capacity, int32_t process_set = 0) : capacity_(capacity), set_(process_set) {}
   bool enabled() const { return capacity_ > 0; }
   size_t size() const { return entries_.size(); }
+  bool full() const { return entries_.size() >= capacity_; }  // takes no new names
 
   // A hint's "none": ids are below the capacity, which is far below this.
   static constexpr uint32_t kNoHint = std::numeric_limits<uint32_t>::max();

@@ -4,56 +4,32 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
+
+#include "ops/shm/shm_regions.h"
 
 namespace kolo::shm {
 namespace {
 
 constexpr uint64_t kArenaMagic = 0x316172656e61'6b6fULL;  // "koarena1" (LE-ish); any constant
 constexpr size_t kPage = 4096;
-constexpr size_t kHeader = kPage;  // magic + sizes; regions start page-aligned after it
-
-struct ArenaHeader {
-  uint64_t magic;
-  uint64_t local_size;
-  uint64_t bytes_per_rank;
-};
 
 }  // namespace
 
 Status ShmArena::create(const Options& o, const Agree& agree, std::unique_ptr<ShmArena>* out) {
-  if (o.local_size < 1 || o.local_rank < 0 || o.local_rank >= o.local_size || o.bytes_per_rank == 0) {
-    return Status::invalid_argument("shared memory arena: local rank " + std::to_string(o.local_rank) +
-                                    " of " + std::to_string(o.local_size) + " with " +
-                                    std::to_string(o.bytes_per_rank) + " bytes per rank is invalid");
-  }
+  Regions r;
+  KOLO_RETURN_IF_ERROR(establish_regions(
+      {"shared memory arena", o.name, kArenaMagic, o.local_rank, o.local_size, o.bytes_per_rank}, agree, &r));
   std::unique_ptr<ShmArena> a(new ShmArena());
   a->local_rank_ = o.local_rank;
   a->local_size_ = o.local_size;
-  a->bytes_per_rank_ = (o.bytes_per_rank + 4095) / 4096 * 4096;
-  const size_t total = kHeader + a->bytes_per_rank_ * static_cast<size_t>(o.local_size);
-  const auto init = [&](void* base) {
-    auto* h = static_cast<ArenaHeader*>(base);
-    h->local_size = static_cast<uint64_t>(o.local_size);
-    h->bytes_per_rank = a->bytes_per_rank_;
-    h->magic = kArenaMagic;
-  };
-  const auto on_mapped = [&](void* base) -> Status {
-    const auto* h = static_cast<const ArenaHeader*>(base);
-    if (h->magic != kArenaMagic || h->local_size != static_cast<uint64_t>(o.local_size) ||
-        h->bytes_per_rank != a->bytes_per_rank_) {
-      return Status::communication("shared memory arena \"" + o.name + "\": ranks disagree on its size");
-    }
-    a->base_ = static_cast<char*>(base) + kHeader;
-    return Status::ok();
-  };
-  KOLO_RETURN_IF_ERROR(SharedMapping::establish(o.name, total, o.local_rank == 0, agree, init,
-                                                on_mapped, &a->mapping_, Commit::kLazy));
+  a->bytes_per_rank_ = r.bytes_per_rank;
+  a->base_ = r.base;
+  a->own_offset_ = r.offset(o.local_rank);
+  a->mapping_ = std::move(r.mapping);
   *out = std::move(a);
   return Status::ok();
 }
-
-// Where this rank's region starts in the segment (after the header page).
-size_t ShmArena::own_offset() const { return kHeader + static_cast<size_t>(local_rank_) * bytes_per_rank_; }
 
 void* ShmArena::allocate(size_t bytes, Status* why) {
   const size_t at = (used_ + 63) / 64 * 64;
@@ -66,7 +42,7 @@ void* ShmArena::allocate(size_t bytes, Status* why) {
     return nullptr;
   }
   if (at + bytes > committed_) {
-    Status s = mapping_.commit(own_offset() + committed_, at + bytes - committed_);
+    Status s = mapping_.commit(own_offset_ + committed_, at + bytes - committed_);
     if (!s.is_ok()) {
       if (why != nullptr) {
         *why = Status::communication("shared memory arena: " + std::to_string(bytes) + " bytes asked: " + s.message());
@@ -89,7 +65,7 @@ bool ShmArena::release_last(void* p) {
   // Whole pages above the new top go back to /dev/shm; the part of a page below it that the
   // released allocation used is zeroed, so memory still reads zero on first use.
   const size_t keep = std::min(committed_, (used_ + kPage - 1) / kPage * kPage);
-  if (committed_ > keep && mapping_.decommit(own_offset() + keep, committed_ - keep).is_ok()) {
+  if (committed_ > keep && mapping_.decommit(own_offset_ + keep, committed_ - keep).is_ok()) {
     committed_ = keep;
   }
   std::memset(base + used_, 0, committed_ - used_);

@@ -73,12 +73,12 @@ class ShmArena {
 
  private:
   ShmArena() = default;
-  size_t own_offset() const;  // this rank's region, as an offset into the segment
   SharedMapping mapping_;
   char* base_ = nullptr;
   int local_rank_ = 0;
   int local_size_ = 1;
   size_t bytes_per_rank_ = 0;
+  size_t own_offset_ = 0;    // this rank's region, as an offset into the segment
   size_t used_ = 0;
   size_t committed_ = 0;     // this region's bytes backed in /dev/shm, from its start (whole pages)
   char* last_ = nullptr;     // the latest allocation (release_last), and used_ before it

@@ -4,53 +4,27 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <utility>
+
+#include "ops/shm/shm_regions.h"
 
 namespace kolo::shm {
 namespace {
 
 constexpr uint64_t kPoolMagic = 0x316c6f6f70'6b6fULL;  // any constant the ranks compare
 constexpr size_t kPage = 4096;
-constexpr size_t kHeader = kPage;  // magic + sizes; regions start page-aligned after it
-
-struct PoolHeader {
-  uint64_t magic;
-  uint64_t local_size;
-  uint64_t bytes_per_rank;
-};
 
 }  // namespace
 
 Status ShmResultPool::create(const Options& o, const Agree& agree, ShmResultPool** out) {
-  if (o.local_size < 1 || o.local_rank < 0 || o.local_rank >= o.local_size || o.bytes_per_rank == 0) {
-    return Status::invalid_argument("shared memory result pool: local rank " + std::to_string(o.local_rank) +
-                                    " of " + std::to_string(o.local_size) + " with " +
-                                    std::to_string(o.bytes_per_rank) + " bytes per rank is invalid");
-  }
+  Regions r;
+  KOLO_RETURN_IF_ERROR(establish_regions(
+      {"shared memory result pool", o.name, kPoolMagic, o.local_rank, o.local_size, o.bytes_per_rank}, agree, &r));
   auto* p = new ShmResultPool();
-  p->bytes_per_rank_ = (o.bytes_per_rank + kPage - 1) / kPage * kPage;
-  const size_t total = kHeader + p->bytes_per_rank_ * static_cast<size_t>(o.local_size);
-  const auto init = [&](void* base) {
-    auto* h = static_cast<PoolHeader*>(base);
-    h->local_size = static_cast<uint64_t>(o.local_size);
-    h->bytes_per_rank = p->bytes_per_rank_;
-    h->magic = kPoolMagic;
-  };
-  const auto on_mapped = [&](void* base) -> Status {
-    const auto* h = static_cast<const PoolHeader*>(base);
-    if (h->magic != kPoolMagic || h->local_size != static_cast<uint64_t>(o.local_size) ||
-        h->bytes_per_rank != p->bytes_per_rank_) {
-      return Status::communication("shared memory result pool \"" + o.name + "\": ranks disagree on its size");
-    }
-    p->base_ = static_cast<char*>(base) + kHeader;
-    return Status::ok();
-  };
-  Status s = SharedMapping::establish(o.name, total, o.local_rank == 0, agree, init, on_mapped, &p->mapping_,
-                                      Commit::kLazy);
-  if (!s.is_ok()) {
-    delete p;
-    return s;
-  }
-  p->own_offset_ = kHeader + static_cast<size_t>(o.local_rank) * p->bytes_per_rank_;
+  p->bytes_per_rank_ = r.bytes_per_rank;
+  p->base_ = r.base;
+  p->own_offset_ = r.offset(o.local_rank);
+  p->mapping_ = std::move(r.mapping);
   p->own_ = p->region(o.local_rank);
   p->free_[0] = p->bytes_per_rank_;
   p->mapped_.store(true, std::memory_order_release);
