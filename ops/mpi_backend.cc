@@ -437,6 +437,7 @@ class MpiBackend final : public Backend {
       so.liveness = liveness_.get();
       so.sliced_cross_host = cross_host_sliced_;
       so.half_wire = cross_host_half_wire_;
+      so.publishes_arena = false;  // the job's arena stays the global set's executor's
       // Collective over the set: every member gets the executor or none does.
       Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
       if (s.is_ok()) {
