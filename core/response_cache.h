@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -54,8 +55,12 @@ class ResponseCache {
   size_t size() const { return entries_.size(); }
   bool full() const { return entries_.size() >= capacity_; }  // takes no new names
 
-  // The id under which `q` (same name and signature) is cached, if any.
-  std::optional<uint32_t> find(const Request& q) const;
+  // A hint's "none": ids are below the capacity, which is far below this.
+  static constexpr uint32_t kNoHint = std::numeric_limits<uint32_t>::max();
+  // The id under which `q` (same name and signature) is cached, if any. `hint`: where the
+  // caller last found this name; checked (by name, not hash) before the name is looked up,
+  // so a stale or wrong hint costs a look-up and never gives a wrong id.
+  std::optional<uint32_t> find(const Request& q, uint32_t hint = kNoHint) const;
   // find(), for requests a worker may name to rank 0 by id (not alltoall: see above).
   std::optional<uint32_t> find_for_root(const Request& q) const {
     return q.kind == OpKind::kAlltoall ? std::nullopt : find(q);
@@ -68,8 +73,8 @@ class ResponseCache {
   const std::vector<int64_t>& matrix(uint32_t id) const { return matrices_[id]; }
   // Records `q` after its collective executed (failed or not; never for an error response).
   // `matrix`: an alltoall's Response::sizes (required for alltoall, ignored otherwise).
-  // Call in response-list order on every rank.
-  void remember(const Request& q, const std::vector<int64_t>* matrix = nullptr);
+  // Call in response-list order on every rank. `hint` as for find().
+  void remember(const Request& q, const std::vector<int64_t>* matrix = nullptr, uint32_t hint = kNoHint);
 
   // Whether `q` may be cached here: not an allgather, and on this cache's set.
   bool cacheable(const Request& q) const { return q.kind != OpKind::kAllgather && q.process_set == set_; }
@@ -80,6 +85,9 @@ class ResponseCache {
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<Request> entries_;
   std::vector<std::vector<int64_t>> matrices_;  // by id; alltoall only
+
+  // The id of `name`: `hint` if the entry there is that name's, else a look-up (or end).
+  std::optional<uint32_t> id_of(const std::string& name, uint32_t hint) const;
 };
 
 }  // namespace kolo
