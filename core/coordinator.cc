@@ -303,12 +303,12 @@ Status Coordinator::root_cycle(bool* activity) {
   // One clock reading per batch: the stall inspector needs no finer resolution.
   auto now = Clock::now();
   const bool my_join = queue_.take_join();  // before the requests pushed ahead of it
-  const size_t mine = queue_.take_requests(&requests_);
+  const size_t mine = queue_.take_requests(&requests_, &request_slots_);
   if (my_join) fast_pause(), fast_pause_out_ = board_ != nullptr;  // what it holds goes to the table first
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q)) continue;
+    if (fast_hold(q, request_slots_[i])) continue;
     KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
     fast_note_table(q);
   }
@@ -460,11 +460,11 @@ Status Coordinator::worker_cycle(bool* activity) {
   // submitted before the new ones.
   out.requests.swap(fast_to_root_.requests);
   out.cached.swap(fast_to_root_.cached);
-  const size_t mine = queue_.take_requests(&requests_);
+  const size_t mine = queue_.take_requests(&requests_, &request_slots_);
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q)) continue;
+    if (fast_hold(q, request_slots_[i])) continue;
     add_for_root(q, &out);
   }
   if (shutdown_requested_ && !shutdown_sent_) {
@@ -749,7 +749,7 @@ void Coordinator::execute_one(const Response& r, Status taken) {
   if (cache_.enabled() && r.type != Response::Type::kError && r.joined.empty()) {
     ResponseCache* c = r.process_set == 0 ? &cache_ : topo_.rank != 0 ? &set_cache(r.process_set) : nullptr;
     if (c != nullptr)
-      for (const auto& e : entries) c->remember(e.request, &r.sizes);  // r.sizes: an alltoall's matrix
+      for (const auto& e : entries) c->remember(e.request, &r.sizes, e.cache_hint);  // r.sizes: an alltoall's matrix
   }
   if (timeline_)
     for (const auto& n : r.names) timeline_->end(n);

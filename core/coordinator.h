@@ -143,9 +143,9 @@ class Coordinator {
   void apply_params(const ResponseList& list);
 
   // The fast path (core/coordinator_fast.cc, core/fast_board.h, docs/runtime.md).
-  // Holds `q` for the board if it can go that way (an allreduce negotiated before); else
-  // returns false and the caller sends it to rank 0.
-  bool fast_hold(const Request& q);
+  // Holds `q` (its name in queue slot `slot`) for the board if it can go that way (an
+  // allreduce negotiated before); else returns false and the caller sends it to rank 0.
+  bool fast_hold(const Request& q, uint32_t slot);
   // One pass: resolves this rank's open round (running what it agreed); then, if `offer`
   // and no round is open, joins a peer's round or opens one for new requests. Never
   // blocks. The loop offers after it has run the lists it has (a rank that is behind in
@@ -168,6 +168,9 @@ class Coordinator {
   Status fast_publish();
   Status fast_resolve(bool* activity);
   Status fast_execute(const std::vector<uint32_t>& agreed);
+  // take(r) for a response of fast_execute's plan, by the held tensors' queue slots where
+  // the plan keeps fast_run_'s order (`*next`: the first of fast_run_ not taken yet).
+  Status take_held(const Response& r, size_t* next);
 
   // Constant after construction.
   const Config config_;
@@ -185,6 +188,7 @@ class Coordinator {
   uint64_t sets_version_ = 0;                        // the registry version known_sets_ reflects
   std::vector<int32_t> met_sets_;                    // sets met in the list being executed
   std::vector<Request> requests_;     // reused buffer for this rank's new requests
+  std::vector<uint32_t> request_slots_;  // the queue slot of each of requests_
   std::vector<TensorEntry> entries_;  // reused buffer for the entries of one response
   std::vector<std::byte> join_scratch_;  // stand-in tensors of a joined rank (core/join.h)
   Response adjusted_;                    // a response as executed with joined ranks
@@ -209,6 +213,7 @@ class Coordinator {
     Request request;
     uint32_t id = 0;  // response-cache id, valid while fast_ids_lists_ == lists_started_
     std::chrono::steady_clock::time_point since;
+    uint32_t slot = 0;  // the name's queue slot (TensorQueue::take_slots)
   };
   std::unique_ptr<FastBoard> board_;  // null: no fast path here
   std::vector<FastHeld> fast_;        // this rank's requests held for the board
@@ -226,6 +231,9 @@ class Coordinator {
   std::chrono::steady_clock::duration fast_max_hold_;  // held longer: demoted (stall inspector)
   std::vector<uint32_t> fast_ids_, fast_agreed_;       // scratch
   std::vector<FastHeld> fast_run_;                      // scratch: a round's tensors
+  std::vector<uint32_t> fast_slots_, fast_hints_;       // scratch: one collective's
+  // By queue slot: the cache id its name had last (a hint: a recycled slot's is checked).
+  std::vector<uint32_t> slot_cache_hint_;
   std::atomic<uint64_t> fast_collectives_{0}, fast_rounds_{0};
 
 

@@ -2,6 +2,7 @@
 // through a shared-memory board instead of a round trip to rank 0 (core/fast_board.h;
 // the protocol and why it keeps one order on every rank: docs/runtime.md, "The fast path").
 #include <algorithm>
+#include <cstdint>
 
 #include "core/coordinator.h"
 #include "core/fusion.h"
@@ -40,19 +41,23 @@ void board_response(const Request& q, const std::vector<int64_t>& matrix, Respon
 
 }  // namespace
 
-bool Coordinator::fast_hold(const Request& q) {
+bool Coordinator::fast_hold(const Request& q, uint32_t slot) {
   if (!board_ || fast_paused_ || !board_kind(q.kind) || !q.device.is_cpu() || !q.group.empty() ||
       q.process_set != 0)
     return false;
   if (!fast_demoted_.empty() && fast_demoted_.count(q.name)) return false;
   // An alltoall is held only while this rank's splits equal those it last ran with (the
   // signature); the AND then says every rank's are, so the cached matrix is still right.
-  const auto id = cache_.find(q);
+  // The slot's hint saves hashing the name again (the queue hashed it at submit).
+  if (slot >= slot_cache_hint_.size()) slot_cache_hint_.resize(slot + 1, ResponseCache::kNoHint);
+  const auto id = cache_.find(q, slot_cache_hint_[slot]);
   if (!id) return false;
+  slot_cache_hint_[slot] = *id;
   const size_t n = static_cast<size_t>(topo_.size);
   if (q.kind == OpKind::kAlltoall && cache_.matrix(*id).size() != n * n) return false;
-  if (fast_.empty()) last_age_scan_ = Clock::now();
-  fast_.push_back({q, *id, Clock::now()});
+  const auto now = Clock::now();
+  if (fast_.empty()) last_age_scan_ = now;
+  fast_.push_back({q, *id, now, slot});
   if (fast_.size() == 1) fast_ids_lists_ = lists_started_;
   fast_dirty_ = true;
   return true;
@@ -117,7 +122,7 @@ Status Coordinator::fast_publish() {
     // Lists ran since the ids were looked up (a cache entry may have changed signature):
     // look again, and send what is no longer cached to rank 0.
     fast_demote([&](FastHeld& h) {
-      auto id = cache_.find(h.request);
+      auto id = cache_.find(h.request, h.id);
       if (id) h.id = *id;
       return !id.has_value();
     });
@@ -187,11 +192,16 @@ Status Coordinator::fast_resolve(bool* activity) {
 
 Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
   // Every rank runs the agreed ids in ascending order, fused by the same plan: one order
-  // on every rank, decided by the ids alone.
+  // on every rank, decided by the ids alone. fast_ sorted by id (a step submits its names
+  // in the same order every time, so it usually is already) meets the sorted agreed ids in
+  // one pass; most rounds agree on all of it.
+  const auto by_id = [](const FastHeld& a, const FastHeld& b) { return a.id < b.id; };
+  if (!std::is_sorted(fast_.begin(), fast_.end(), by_id)) std::sort(fast_.begin(), fast_.end(), by_id);
   fast_run_.clear();
-  size_t kept = 0;
+  size_t kept = 0, next = 0;
   for (size_t i = 0; i < fast_.size(); ++i) {
-    if (std::binary_search(agreed.begin(), agreed.end(), fast_[i].id)) {
+    while (next < agreed.size() && agreed[next] < fast_[i].id) ++next;
+    if (next < agreed.size() && agreed[next] == fast_[i].id) {
       fast_run_.push_back(std::move(fast_[i]));
     } else {
       if (kept != i) fast_[kept] = std::move(fast_[i]);
@@ -202,7 +212,6 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
   if (fast_run_.size() != agreed.size())
     return Status::internal("fast path: the board agreed on " + std::to_string(agreed.size()) +
                             " tensors but this rank holds " + std::to_string(fast_run_.size()) + " of them");
-  std::sort(fast_run_.begin(), fast_run_.end(), [](const FastHeld& a, const FastHeld& b) { return a.id < b.id; });
   FusionPlanner planner(fusion_threshold_);
   Response one;
   for (const FastHeld& h : fast_run_) {
@@ -210,18 +219,34 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
     planner.add(one);
   }
   uint64_t bytes = 0;
+  next = 0;  // fast_run_[next]: the next name while the plan keeps the ids' order
   for (const Response& r : planner.take()) {
     // Rank 0's timeline: the phase execute_one closes (rank 0's table opens NEGOTIATE and
     // QUEUE for what it negotiates; the board's tensors were agreed on in a round).
     if (timeline_)
       for (const std::string& n : r.names) timeline_->begin(n, "BOARD");
-    execute_one(r, take(r));
+    execute_one(r, take_held(r, &next));
     fast_collectives_.fetch_add(1, std::memory_order_relaxed);
     if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);  // as tune_after counts
   }
   // Rank 0's autotuner scores rounds as it scores lists; new settings travel on a list.
   if (tuner_) tune_record(bytes);
   return Status::ok();
+}
+
+Status Coordinator::take_held(const Response& r, size_t* next) {
+  // The plan keeps the ids' order unless fusion pulled a tensor forward (mixed dtypes):
+  // then the names are looked up, from here on.
+  fast_slots_.clear();
+  fast_hints_.clear();
+  for (size_t k = 0; k < r.names.size() && *next != SIZE_MAX; ++k) {
+    const FastHeld* h = *next + k < fast_run_.size() ? &fast_run_[*next + k] : nullptr;
+    if (h == nullptr || h->request.name != r.names[k]) *next = SIZE_MAX;
+    else fast_slots_.push_back(h->slot), fast_hints_.push_back(h->id);
+  }
+  if (*next == SIZE_MAX) return take(r);
+  *next += r.names.size();
+  return queue_.take_slots(fast_slots_, fast_hints_, &entries_);
 }
 
 Status Coordinator::fast_answer_board() {

@@ -58,7 +58,10 @@ std::vector<Response> Coordinator::take_ready_all(Status* status) {
   FusionPlanner planner(fusion_threshold_);
   table_.take_ready(&planner);
   set_agreed_.clear();
-  for (auto& [id, table] : set_tables_) table->take_ready(&planner, cache_.enabled() ? &set_agreed_ : nullptr);
+  for (auto& [id, table] : set_tables_) {
+    const MessageTable::Agreed agreed{&set_cache(id), &set_agreed_};
+    table->take_ready(&planner, cache_.enabled() ? &agreed : nullptr);
+  }
   for (Response& e : orphans_) planner.add(std::move(e));
   orphans_.clear();
   std::vector<Response> ready = planner.take();
@@ -99,23 +102,27 @@ Status Coordinator::add_set_cached(const std::vector<CachedInSet>& cached, int s
 }
 
 Status Coordinator::remember_emitted(const std::vector<Response>& ready) {
-  // Fusion may pull a set's later allreduce forward into an earlier buffer: the members
-  // execute (and remember) in the list's order, so rank 0 follows the list, not its tables.
-  std::map<std::pair<int32_t, std::string_view>, const Request*> agreed;
-  for (const Request& q : set_agreed_) agreed.emplace(std::make_pair(q.process_set, std::string_view(q.name)), &q);
+  // The new names only (take_ready remembered the others). Fusion may pull a set's later
+  // allreduce forward into an earlier buffer: the members execute (and remember) in the
+  // list's order, so rank 0 follows the list, not its tables.
+  std::map<std::pair<int32_t, std::string_view>, const Request*> fresh;
+  for (const Request& q : set_agreed_) fresh.emplace(std::make_pair(q.process_set, std::string_view(q.name)), &q);
+  size_t found = 0;
   for (const Response& r : ready) {
     if (r.process_set == 0 || r.type == Response::Type::kError || !r.joined.empty()) continue;
-    ResponseCache& cache = set_cache(r.process_set);
-    for (const std::string& n : r.names) {
-      auto it = agreed.find({r.process_set, n});
-      // Skipping a name its members remember would shift every later id of the set's cache.
-      if (it == agreed.end())
-        return Status::internal("rank 0 emitted "" + n + "" on process set " + std::to_string(r.process_set) +
-                                " without its agreed request (response cache)");
-      cache.remember(*it->second, &r.sizes);
-    }
+    for (const std::string& n : r.names)
+      if (auto it = fresh.find({r.process_set, n}); it != fresh.end()) {
+        set_cache(r.process_set).remember(*it->second, &r.sizes);
+        ++found;
+      }
   }
+  const size_t expected = set_agreed_.size();
   set_agreed_.clear();
+  // A new name its members remember and rank 0 does not would shift every later id.
+  if (found != expected)
+    return Status::internal("rank 0 negotiated " + std::to_string(expected) +
+                            " new names on process sets but emitted " + std::to_string(found) +
+                            " of them (response cache)");
   return Status::ok();
 }
 

@@ -292,7 +292,12 @@ void MessageTable::release_group_if_ready(const std::string& name) {
   groups_.erase(it);
 }
 
-void MessageTable::take_ready(FusionPlanner* planner, std::vector<Request>* agreed) {
+void MessageTable::note_agreed(const Agreed& agreed, const Request& q, const Response& r) {
+  if (agreed.cache->has_name(q.name)) agreed.cache->remember(q, &r.sizes);
+  else if (!agreed.cache->full()) agreed.fresh->push_back(q);
+}
+
+void MessageTable::take_ready(FusionPlanner* planner, const Agreed* agreed) {
   for (size_t k = 0; k < completed_.size();) {
     const uint32_t index = completed_[k];
     if (slots_.value(index).group_run > 0) {
@@ -300,7 +305,7 @@ void MessageTable::take_ready(FusionPlanner* planner, std::vector<Request>* agre
       continue;
     }
     build(slots_.name(index), slots_.value(index), &scratch_);
-    if (agreed && scratch_.type != Response::Type::kError) agreed->push_back(slots_.value(index).first);
+    if (agreed && scratch_.type != Response::Type::kError) note_agreed(*agreed, slots_.value(index).first, scratch_);
     planner->add(scratch_);
     slots_.release(index);
     ++k;
@@ -311,7 +316,7 @@ void MessageTable::take_ready(FusionPlanner* planner, std::vector<Request>* agre
 
 // All members of a group in one run, in member order; if any member cannot run (or the ranks
 // disagree on the group), every member fails with the message naming the member at fault.
-size_t MessageTable::take_group(size_t k, FusionPlanner* planner, std::vector<Request>* agreed) {
+size_t MessageTable::take_group(size_t k, FusionPlanner* planner, const Agreed* agreed) {
   Slot& head = slots_.value(completed_[k]);
   const size_t n = head.group_run;
   std::string error = head.group_error;
@@ -338,7 +343,8 @@ size_t MessageTable::take_group(size_t k, FusionPlanner* planner, std::vector<Re
       members[i].sizes.clear();
       members[i].error = error;
     }
-    if (agreed && members[i].type != Response::Type::kError) agreed->push_back(slots_.value(completed_[k + i]).first);
+    if (agreed && members[i].type != Response::Type::kError)
+      note_agreed(*agreed, slots_.value(completed_[k + i]).first, members[i]);
     planner->add(std::move(members[i]));
     slots_.release(completed_[k + i]);
   }

@@ -16,6 +16,7 @@
 
 #include "core/fusion.h"
 #include "core/message.h"
+#include "core/response_cache.h"
 #include "core/slot_table.h"
 
 namespace kolo {
@@ -60,9 +61,17 @@ class MessageTable {
   // Responses for the names now submitted by every rank, in the order they completed.
   std::vector<Response> take_ready();
   // The same, handed to `planner` one by one (no Response is built per fused tensor).
-  // `agreed` (optional) gets, for each response that is not an error, the request every rank
-  // agreed on (the first rank's: the others' match it in all a response cache compares).
-  void take_ready(FusionPlanner* planner, std::vector<Request>* agreed = nullptr);
+  // `agreed` (optional): where the request every rank agreed on goes, for each response that
+  // is not an error (the first rank's: the others match it in all a response cache compares).
+  struct Agreed {
+    // A name `cache` holds is remembered there at once: the order of those does not matter
+    // (only a new name takes an id).
+    ResponseCache* cache;
+    // A new name is copied here (unless `cache` is full), for the caller to remember in the
+    // order it emits the responses.
+    std::vector<Request>* fresh;
+  };
+  void take_ready(FusionPlanner* planner, const Agreed* agreed = nullptr);
 
   struct Pending {
     std::string name;
@@ -119,7 +128,8 @@ class MessageTable {
   // Records rank's alltoall splits in the slot (or why they are unusable).
   void note_splits(const Request& q, int rank, Slot& slot) const;
   // Takes the run of group members starting at completed_[k] into the planner.
-  size_t take_group(size_t k, FusionPlanner* planner, std::vector<Request>* agreed);
+  size_t take_group(size_t k, FusionPlanner* planner, const Agreed* agreed);
+  static void note_agreed(const Agreed& agreed, const Request& q, const Response& r);
 
   // Set position <-> job rank (the identity for the global set).
   int global(int index) const { return members_.empty() ? index : members_[static_cast<size_t>(index)]; }

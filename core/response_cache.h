@@ -20,10 +20,11 @@
 // which rank 0 and the set's members fill as follows (docs/collectives.md, "Process sets").
 // A set's responses are executed by its members only, and rank 0 need not be one; so rank 0
 // remembers a set's requests when it *emits* each response list (the agreed request from
-// its table, every name of each non-error response of the set, in list order after fusion),
-// and every member other than rank 0 when it executes the list, in the same order. Each
-// member's sequence of remembered names is then rank 0's, so their ids agree; rank 0 emits
-// before anyone executes, so a member never names an id rank 0 lacks.
+// its table, every name of each non-error response of the set: names it holds at once, new
+// ones in list order after fusion, as only new names take ids), and every member other than
+// rank 0 when it executes the list, in list order. Each member's sequence of new names is
+// then rank 0's, so their ids agree; rank 0 emits before anyone executes, so a member never
+// names an id rank 0 lacks.
 //
 // Why ids and not Horovod's per-cycle bit vector: kolo's ranks do not negotiate in lockstep
 // cycles (docs/runtime.md), so a collective bitwise AND each cycle would bring the lockstep
@@ -36,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -51,9 +53,14 @@ class ResponseCache {
   explicit ResponseCache(size_t capacity, int32_t process_set = 0) : capacity_(capacity), set_(process_set) {}
   bool enabled() const { return capacity_ > 0; }
   size_t size() const { return entries_.size(); }
+  bool full() const { return entries_.size() >= capacity_; }  // takes no new names
 
-  // The id under which `q` (same name and signature) is cached, if any.
-  std::optional<uint32_t> find(const Request& q) const;
+  // A hint's "none": ids are below the capacity, which is far below this.
+  static constexpr uint32_t kNoHint = std::numeric_limits<uint32_t>::max();
+  // The id under which `q` (same name and signature) is cached, if any. `hint`: where the
+  // caller last found this name; checked (by name, not hash) before the name is looked up,
+  // so a stale or wrong hint costs a look-up and never gives a wrong id.
+  std::optional<uint32_t> find(const Request& q, uint32_t hint = kNoHint) const;
   // find(), for requests a worker may name to rank 0 by id (not alltoall: see above).
   std::optional<uint32_t> find_for_root(const Request& q) const {
     return q.kind == OpKind::kAlltoall ? std::nullopt : find(q);
@@ -66,8 +73,8 @@ class ResponseCache {
   const std::vector<int64_t>& matrix(uint32_t id) const { return matrices_[id]; }
   // Records `q` after its collective executed (failed or not; never for an error response).
   // `matrix`: an alltoall's Response::sizes (required for alltoall, ignored otherwise).
-  // Call in response-list order on every rank.
-  void remember(const Request& q, const std::vector<int64_t>* matrix = nullptr);
+  // Call in response-list order on every rank. `hint` as for find().
+  void remember(const Request& q, const std::vector<int64_t>* matrix = nullptr, uint32_t hint = kNoHint);
 
   // Whether `q` may be cached here: not an allgather, and on this cache's set.
   bool cacheable(const Request& q) const { return q.kind != OpKind::kAllgather && q.process_set == set_; }
@@ -78,6 +85,9 @@ class ResponseCache {
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<Request> entries_;
   std::vector<std::vector<int64_t>> matrices_;  // by id; alltoall only
+
+  // The id of `name`: `hint` if the entry there is that name's, else a look-up (or end).
+  std::optional<uint32_t> id_of(const std::string& name, uint32_t hint) const;
 };
 
 }  // namespace kolo

@@ -16,9 +16,11 @@ void fill(Request* q, const Request& header, const std::string& name, const Tens
 
 }  // namespace
 
-void TensorQueue::queue_request(const Request& q) {
+void TensorQueue::queue_request(const Request& q, uint32_t slot) {
   if (num_requests_ < requests_.size()) requests_[num_requests_] = q;
   else requests_.push_back(q);
+  if (num_requests_ < request_slots_.size()) request_slots_[num_requests_] = slot;
+  else request_slots_.push_back(slot);
   ++num_requests_;
 }
 
@@ -48,7 +50,7 @@ void TensorQueue::enqueue(uint32_t slot, const TensorView& view, const std::stri
   e.handle = std::move(handle);
   e.slot = slot;
   e.seq = ++pushed_;
-  queue_request(e.request);
+  queue_request(e.request, slot);
 }
 
 bool TensorQueue::wake_locked() {
@@ -110,10 +112,11 @@ bool TensorQueue::push_group(const std::vector<TensorView>& views, const Request
   return false;
 }
 
-size_t TensorQueue::take_requests(std::vector<Request>* out) {
+size_t TensorQueue::take_requests(std::vector<Request>* out, std::vector<uint32_t>* slots) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t n = num_requests_;
   out->swap(requests_);
+  if (slots) slots->swap(request_slots_);
   num_requests_ = 0;
   taken_upto_ = pushed_;
   wake_ = false;
@@ -146,6 +149,29 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
     }
     taking_.push_back(static_cast<uint32_t>(i));
   }
+  move_taking(out);
+  for (TensorEntry& e : *out) e.cache_hint = UINT32_MAX;
+  return Status::ok();
+}
+
+Status TensorQueue::take_slots(const std::vector<uint32_t>& slots, const std::vector<uint32_t>& hints,
+                               std::vector<TensorEntry>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t i : slots) {
+    if (i >= entries_.capacity() || !entries_.in_use(i) || !entries_.value(i).handle ||
+        entries_.value(i).seq > taken_upto_ || entries_.value(i).request.process_set != 0) {
+      out->clear();
+      return Status::internal("the fast path scheduled queue slot " + std::to_string(i) +
+                              ", which holds no submitted collective of this rank's on the global set");
+    }
+  }
+  taking_.assign(slots.begin(), slots.end());
+  move_taking(out);
+  for (size_t k = 0; k < out->size(); ++k) (*out)[k].cache_hint = k < hints.size() ? hints[k] : UINT32_MAX;
+  return Status::ok();
+}
+
+void TensorQueue::move_taking(std::vector<TensorEntry>* out) {
   // Resize keeping element buffers: shrink into spare_, grow from it.
   const size_t count = taking_.size();
   while (out->size() > count) {
@@ -169,7 +195,6 @@ Status TensorQueue::take_entries(const std::vector<std::string>& names, std::vec
     to.handle = std::move(from.handle);  // a null handle marks the name as executing
     to.slot = taking_[k];
   }
-  return Status::ok();
 }
 
 bool TensorQueue::has_pending() {

@@ -44,6 +44,9 @@ struct TensorEntry {
   std::shared_ptr<detail::HandleState> handle;
   uint32_t slot = 0;  // the queue's slot for the name (what release() frees)
   uint64_t seq = 0;   // push order: 1, 2, ... per queue
+  // The coordinator's: where the response cache may hold this request (a hint it checks,
+  // ResponseCache::kNoHint when it knows none). take_slots sets it; take_entries clears it.
+  uint32_t cache_hint = UINT32_MAX;
 };
 
 class TensorQueue {
@@ -62,7 +65,9 @@ class TensorQueue {
                   std::vector<std::shared_ptr<detail::HandleState>>* handles);
   // Swaps the requests queued since the last call into *out and returns how many there are:
   // (*out)[0..n) are the requests; elements past n are spare buffers the queue reuses.
-  size_t take_requests(std::vector<Request>* out);
+  // `slots`, if given: (*slots)[i] is the slot of (*out)[i]'s name (what take_slots takes),
+  // so that the coordinator need not look the name up again.
+  size_t take_requests(std::vector<Request>* out, std::vector<uint32_t>* slots = nullptr);
   // Moves the entries for `names` into *out (resized to names.size(); out's element buffers
   // are reused, not freed). The names stay reserved until release(). A name that is not
   // pending (never pushed, or already taken) is an error and takes nothing — unless
@@ -73,6 +78,12 @@ class TensorQueue {
   // name on another set before the coordinator reaches that set's error in the same list).
   Status take_entries(const std::vector<std::string>& names, std::vector<TensorEntry>* out,
                       bool skip_missing = false, int32_t process_set = 0);
+  // take_entries by slot (as take_requests gave them) instead of by name: no name is hashed.
+  // Each slot must hold a pending entry on the global set whose request was taken; else an
+  // error naming the slot, and nothing is taken. (*out)[i].cache_hint = hints[i].
+  // REQUIRES: distinct slots (the coordinator holds each name once).
+  Status take_slots(const std::vector<uint32_t>& slots, const std::vector<uint32_t>& hints,
+                    std::vector<TensorEntry>* out);
   // How many collectives on `process_set` this rank has submitted and not yet completed.
   size_t pending_in_set(int32_t process_set);
   // Frees the names of `entries` (taken by take_entries) for their next submission. Call it
@@ -105,8 +116,10 @@ class TensorQueue {
   void notify();
 
  private:
-  // Appends a copy of `q` to requests_, reusing a spare element's buffers.
-  void queue_request(const Request& q);
+  // Appends a copy of `q` (its name in `slot`) to requests_, reusing a spare element's buffers.
+  void queue_request(const Request& q, uint32_t slot);
+  // Under mu_: moves the entries of taking_ into *out (element buffers reused).
+  void move_taking(std::vector<TensorEntry>* out);
   // Under mu_: why no submission may be queued now (closed, in a join), else ok.
   Status refusal(const std::string& name, const Request& header) const;
   // The error of a submission whose name is reserved.
@@ -121,6 +134,7 @@ class TensorQueue {
   std::condition_variable cv_;
   SlotTable<TensorEntry> entries_;  // guarded by mu_: pending entries by name
   std::vector<Request> requests_;   // guarded by mu_: [0, num_requests_) queued, the rest spare
+  std::vector<uint32_t> request_slots_;  // guarded by mu_: the slot of each of requests_
   size_t num_requests_ = 0;         // guarded by mu_
   uint64_t pushed_ = 0;             // guarded by mu_: entries queued so far (TensorEntry::seq)
   uint64_t taken_upto_ = 0;         // guarded by mu_: pushed_ at the last take_requests

@@ -20,6 +20,7 @@
 #include "core/logging.h"
 #include "ops/mpi_channel.h"
 #include "ops/mpi_executor.h"
+#include "ops/mpi_set_comms.h"
 #include "ops/mpi_util.h"
 #include "ops/shm/shm_executor.h"
 #ifdef KOLO_HAVE_CUDA
@@ -70,7 +71,7 @@ class MpiBackend final : public Backend {
     MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(meet_, MPI_ERRORS_RETURN);
     const char* die = std::getenv("KOLO_TEST_DIE_IN_SET_SETUP");
-    test_die_in_set_setup_ = die != nullptr && std::string(die) == "1";
+    test_die_in_set_setup_ = die == nullptr ? 0 : std::string(die) == "1" ? 1 : std::string(die) == "2" ? 2 : 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &topo_.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &topo_.size);
     // Now, not after init: the executors' set-up logs (why no shm, no arena) must show.
@@ -172,6 +173,9 @@ class MpiBackend final : public Backend {
     if (config.test_listener_gap_seconds > 0)
       liveness_->set_test_gap(
           std::chrono::milliseconds(static_cast<int64_t>(config.test_listener_gap_seconds * 1000.0)));
+    if (config.test_mpi_heartbeat_stall_seconds > 0)
+      liveness_->set_test_mpi_stall(
+          std::chrono::milliseconds(static_cast<int64_t>(config.test_mpi_heartbeat_stall_seconds * 1000.0)));
     if (topo_.size > 1 && !liveness_->has_listener_thread())
       KOLO_LOG(LogLevel::kDebug, "heartbeats from the coordinator's waits (no listener thread: MPI thread level "
                                      << thread_level() << ", or no peer on another host)");
@@ -345,8 +349,8 @@ class MpiBackend final : public Backend {
   // Before MPI_Comm_create_group, which is collective over the members and cannot be
   // bounded (a member that died before calling it would keep the others inside forever):
   // the members meet with one small message to each other, polled with the dead-peer check,
-  // so a member already dead is named here instead. Left: a member that dies between this
-  // meeting and its own MPI_Comm_create_group (microseconds) still blocks the others.
+  // so a member already dead is named here instead (one that dies after the meeting is
+  // named by make_set_comms, ops/mpi_set_comms.h).
   // `while_waiting` (the fast path's board, may be empty) is polled all along: a member that
   // has not come yet may be in a board round that waits for this rank (a global-set
   // collective on the board while the set starts), and would never come otherwise. Once
@@ -391,61 +395,58 @@ class MpiBackend final : public Backend {
     }
   }
 
+  // Test hook (KOLO_TEST_DIE_IN_SET_SETUP; test/mpi/dead_peer.cc, cases set-setup and
+  // set-created): this rank dies while a set is made, after its request reached rank 0. The
+  // line is the driver's.
+  void test_die(const char* when) {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    std::printf("VICTIM rank %d t=%.6f (%s)\n", topo_.rank, static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9, when);
+    std::fflush(stdout);
+    kill(getpid(), SIGKILL);
+  }
+
   Status make_set_executors(int32_t id, const std::vector<int>& members, SetExecutors* x,
                             const std::function<Status()>& while_waiting) {
-    if (test_die_in_set_setup_) {
-      // Test hook (test/mpi/dead_peer.cc, case set-setup): this rank dies as its set's first
-      // collective begins, after its request reached rank 0. The line is the driver's.
-      timespec t{};
-      clock_gettime(CLOCK_MONOTONIC, &t);
-      std::printf("VICTIM rank %d t=%.6f\n", topo_.rank, static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9);
-      std::fflush(stdout);
-      kill(getpid(), SIGKILL);
-    }
+    if (test_die_in_set_setup_ == 1) test_die("as its set's first collective begins");
     KOLO_RETURN_IF_ERROR(meet_members(id, members, while_waiting));
-    MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
-    MPI_Comm_group(data_, &all);
-    MPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
-    // The tag keeps creations of different sets apart; ids are unique per job.
-    const int rc = MPI_Comm_create_group(data_, group, static_cast<int>(id), &x->comm);
-    MPI_Group_free(&group);
-    MPI_Group_free(&all);
-    KOLO_RETURN_IF_ERROR(ops::mpi_status(rc, "MPI_Comm_create_group"));
-    MPI_Comm_set_errhandler(x->comm, MPI_ERRORS_RETURN);
-    Topology t;
-    MPI_Comm_rank(x->comm, &t.rank);
-    MPI_Comm_size(x->comm, &t.size);
-    // The set's ranks on this host (host_id_: the host's first job rank, or the pretend host
-    // under KOLO_TEST_RANKS_PER_HOST), and one communicator per local rank across hosts.
-    KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Comm_split(x->comm, host_id_, t.rank, &x->local), "MPI_Comm_split"));
-    MPI_Comm_rank(x->local, &t.local_rank);
-    MPI_Comm_size(x->local, &t.local_size);
-    KOLO_RETURN_IF_ERROR(
-        ops::mpi_status(MPI_Comm_split(x->comm, t.local_rank, t.rank, &x->cross), "MPI_Comm_split"));
-    MPI_Comm_rank(x->cross, &t.cross_rank);
-    MPI_Comm_size(x->cross, &t.cross_size);
+    if (test_die_in_set_setup_ == 2) test_die("after its members met");
+    // The communicators and the shared-memory executor: blocking collectives over the members,
+    // run where a member dying now cannot hold this rank (ops/mpi_set_comms.h).
+    ops::SetCommsPlan plan;
+    plan.parent = data_;
+    plan.id = id;
+    plan.members = members;
+    plan.host_id = host_id_;
+    plan.shm = cpu_operations_ != CpuOperations::kMpi;
+    plan.shm_options.peer_timeout = std::chrono::seconds(60);
+    plan.shm_options.liveness = liveness_.get();
+    plan.shm_options.sliced_cross_host = cross_host_sliced_;
+    plan.shm_options.half_wire = cross_host_half_wire_;
+    plan.shm_options.publishes_arena = false;  // the job's arena stays the global set's executor's
+    auto made = std::make_shared<ops::SetComms>();
+    KOLO_RETURN_IF_ERROR(ops::make_set_comms(plan, made, liveness_.get(), while_waiting));
+    x->comm = made->comm, x->local = made->local, x->cross = made->cross;  // released with x on failure
+    if (!made->status.is_ok()) {
+      // A member that died inside the collective may have made it fail rather than block.
+      if (liveness_) KOLO_RETURN_IF_ERROR(liveness_->check_now("creating a process set's communicators"));
+      return made->status;
+    }
     x->mpi = std::make_unique<ops::MpiExecutor>(x->comm, mpi_executor_->chunk_bytes(), liveness_.get());
 #ifdef KOLO_HAVE_CUDA
+    const Topology& t = made->topo;
     ops::gpu::GpuExecutorSetup gpu = gpu_setup_;
     gpu.data_comm = x->comm, gpu.local_comm = x->local, gpu.cross_comm = x->cross;
     KOLO_RETURN_IF_ERROR(ops::gpu::create_gpu_executors(gpu, t, x->mpi.get(), &x->gpu));
     for (auto& e : x->gpu) x->list.push_back(e.get());
 #endif
-    if (cpu_operations_ != CpuOperations::kMpi && t.size > 1) {
-      shm::ShmExecutor::Options so;
-      so.peer_timeout = std::chrono::seconds(60);
-      so.liveness = liveness_.get();
-      so.sliced_cross_host = cross_host_sliced_;
-      so.half_wire = cross_host_half_wire_;
-      // Collective over the set: every member gets the executor or none does.
-      Status s = shm::ShmExecutor::create(t, x->comm, x->local, x->cross, so, &x->shm);
-      if (s.is_ok()) {
-        x->list.push_back(x->shm.get());
-      } else if (cpu_operations_ == CpuOperations::kShm) {
-        return s;  // KOLO_CPU_OPERATIONS=shm: no silent fallback, as for the global set
-      } else {
-        KOLO_LOG(LogLevel::kInfo, "process set " << id << ": shared memory unavailable, using MPI: " << s.message());
-      }
+    if (made->shm) {
+      x->shm = std::move(made->shm);
+      x->list.push_back(x->shm.get());
+    } else if (!made->shm_status.is_ok()) {
+      if (cpu_operations_ == CpuOperations::kShm)
+        return made->shm_status;  // KOLO_CPU_OPERATIONS=shm: no silent fallback, as for the global set
+      KOLO_LOG(LogLevel::kInfo, "process set " << id << ": shared memory unavailable, using MPI: " << made->shm_status.message());
     }
     x->list.push_back(x->mpi.get());
     return Status::ok();
@@ -456,7 +457,7 @@ class MpiBackend final : public Backend {
   bool finalized_ = false;
   MPI_Comm control_ = MPI_COMM_NULL, data_ = MPI_COMM_NULL, local_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
   MPI_Comm meet_ = MPI_COMM_NULL;  // process sets' members meet here before creating their communicator
-  bool test_die_in_set_setup_ = false;  // KOLO_TEST_DIE_IN_SET_SETUP=1 (make_set_executors)
+  int test_die_in_set_setup_ = 0;  // KOLO_TEST_DIE_IN_SET_SETUP=1 or 2 (make_set_executors)
   std::unique_ptr<ops::MpiChannel> channel_;
   std::unique_ptr<Liveness> liveness_;  // borrows channel_; outlives the executors
   std::unique_ptr<ops::MpiExecutor> mpi_executor_;

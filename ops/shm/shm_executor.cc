@@ -141,13 +141,14 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
   // While it waits for a local peer, a rank keeps its transfers between hosts moving: a
   // peer on another host may be waiting for them, and the link must not idle.
   if (SlicedState* sliced = x->sliced_.get()) x->group_->set_idle([sliced] { return sliced->ring.poll(); });
-  publish_arena(x->arena_.get(), why_none);
+  x->publishes_arena_ = options.publishes_arena;
+  if (x->publishes_arena_) publish_arena(x->arena_.get(), why_none);
   *out = std::move(x);
   return Status::ok();
 }
 
 ShmExecutor::~ShmExecutor() {
-  publish_arena(nullptr);  // kolo/memory.h: valid until shutdown
+  if (publishes_arena_) publish_arena(nullptr);  // kolo/memory.h: valid until shutdown
   if (pool_ != nullptr) pool_->retire();  // results the user still holds stay valid
 }
 

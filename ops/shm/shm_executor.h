@@ -55,6 +55,10 @@ class ShmExecutor final : public Executor {
     // min(kAutoArenaMaxBytes, size of /dev/shm / local ranks); if it cannot be set up,
     // create() carries on without one (info log), on every rank alike.
     bool arena_auto = false;
+    // Whether this executor's arena (or the lack of one) is what kolo/memory.h hands out:
+    // true for the global set's executor only; a process set's executor (no arena) must not
+    // unpublish the job's arena when it is made or destroyed.
+    bool publishes_arena = true;
     size_t arena_chunk_bytes = ShmGroup::Options{}.arena_chunk_bytes;
     // The runtime's dead-peer check (borrowed, may be null), consulted by every wait.
     Liveness* liveness = nullptr;
@@ -116,6 +120,7 @@ class ShmExecutor final : public Executor {
   HierarchicalComms comms_;
   std::unique_ptr<SlicedState> sliced_;  // the sliced path's ring and buffers, or none
   bool single_host_ = true;
+  bool publishes_arena_ = true;  // Options::publishes_arena
   std::vector<Piece> pieces_;  // scratch, reused per response
   uint64_t zero_copy_calls_ = 0;
 };

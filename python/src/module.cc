@@ -78,13 +78,15 @@ struct PyHandle {
   bool wait_for(double seconds) const { return wait_checking_signals(h, std::max(seconds, 0.0)); }
   // Allgather, alltoall, reducescatter (member < 0) or member `member` of a grouped
   // allgather / reducescatter: the result's shape, and a copy of it into `nbytes` bytes at
-  // `ptr` (exactly its size). Both block until done and raise if it failed.
+  // `ptr` (exactly its size). Both block until done (a Ctrl-C ends the wait) and raise if it
+  // failed.
   std::vector<int64_t> output_shape(int member) const {
     wait_checking_signals(h, -1.0);
     py::gil_scoped_release nogil;
     return result(member).shape;
   }
   void copy_output(int member, uintptr_t ptr, size_t nbytes) const {
+    wait_checking_signals(h, -1.0);
     py::gil_scoped_release nogil;
     const Tensor& t = result(member);
     if (t.bytes.size() != nbytes)
@@ -92,7 +94,9 @@ struct PyHandle {
                                      " bytes, the destination " + std::to_string(nbytes)));
     if (nbytes) std::memcpy(reinterpret_cast<void*>(ptr), t.bytes.data(), nbytes);
   }
+  // Alltoall: blocks like output_shape.
   std::vector<int64_t> received_splits() const {
+    wait_checking_signals(h, -1.0);
     py::gil_scoped_release nogil;
     return h.received_splits();
   }

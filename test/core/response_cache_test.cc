@@ -89,3 +89,22 @@ TEST_CASE("alltoall: cached with its splits and matrix; the matrix follows peers
   CHECK(c.find_for_root(r) == std::optional<uint32_t>(1));
   CHECK(c.matrix(1).empty());
 }
+
+TEST_CASE("a hint is checked: a wrong or stale one gives the right id, never another name's", "[cache]") {
+  ResponseCache c(16);
+  c.remember(req("a", {4}));
+  c.remember(req("b", {8}));
+  CHECK(c.find(req("b", {8}), 1) == std::optional<uint32_t>(1));  // right hint
+  CHECK(c.find(req("b", {8}), 0) == std::optional<uint32_t>(1));  // another name's id
+  CHECK(c.find(req("b", {8}), 7) == std::optional<uint32_t>(1));  // past the end
+  CHECK(c.find(req("b", {8}), ResponseCache::kNoHint) == std::optional<uint32_t>(1));
+  CHECK_FALSE(c.find(req("b", {9}), 1));  // the hint finds the name; the signature still counts
+  CHECK_FALSE(c.find(req("c", {8}), 1));  // not cached, whatever the hint
+  // remember with a wrong hint updates the name's own entry, not the hinted one.
+  c.remember(req("b", {9}), nullptr, 0);
+  CHECK(c.get(0)->shape == Shape{4});
+  CHECK(c.get(1)->shape == Shape{9});
+  c.remember(req("c", {2}), nullptr, 1);  // a new name with a hint: appended, as without
+  CHECK(c.find(req("c", {2})) == std::optional<uint32_t>(2));
+  CHECK(c.get(1)->name == "b");
+}

@@ -176,3 +176,58 @@ TEST_CASE("a group goes in whole or not at all: one reserved member refuses ever
   CHECK(out[2].shape == Shape{5});
   m0->observed = m1->observed = true;
 }
+
+TEST_CASE("entries are taken by the slots take_requests gave, with their cache hints", "[queue]") {
+  TensorQueue q;
+  std::vector<float> a(6), b(4);
+  auto ha = state("a"), hb = state("b");
+  std::vector<Request> reqs;
+  std::vector<uint32_t> slots;
+  std::vector<TensorEntry> entries;
+  for (int step = 0; step < 3; ++step) {
+    REQUIRE(q.push(TensorView::of(a.data(), {2, 3}), "a", header(), ha));
+    REQUIRE(q.push(TensorView::of(b.data(), {4}), "b", header(), hb));
+    REQUIRE(q.take_requests(&reqs, &slots) == 2);
+    REQUIRE(slots.size() >= 2);
+    CHECK(slots[0] != slots[1]);
+    REQUIRE(q.take_slots({slots[1], slots[0]}, {7, 9}, &entries).is_ok());
+    REQUIRE(entries.size() == 2);
+    CHECK(entries[0].request.name == "b");
+    CHECK(entries[0].view.data == b.data());
+    CHECK(entries[0].handle == hb);
+    CHECK(entries[0].cache_hint == 7);
+    CHECK(entries[1].request.name == "a");
+    CHECK(entries[1].cache_hint == 9);
+    const std::vector<TensorEntry> taken = entries;
+    // Taken: a second take of the same slot is refused and takes nothing.
+    CHECK_FALSE(q.take_slots({slots[0]}, {0}, &entries).is_ok());
+    CHECK(entries.empty());
+    REQUIRE(q.take_slots({}, {}, &entries).is_ok());
+    q.release(taken);
+  }
+  // By name, no hint is carried over from an earlier take by slot.
+  REQUIRE(q.push(TensorView::of(a.data(), {2, 3}), "a", header(), ha));
+  REQUIRE(q.take_requests(&reqs, &slots) == 1);
+  entries.resize(1);
+  entries[0].cache_hint = 5;
+  REQUIRE(q.take_entries({"a"}, &entries).is_ok());
+  CHECK(entries[0].cache_hint == UINT32_MAX);
+}
+
+TEST_CASE("a slot that holds nothing to take is refused", "[queue]") {
+  TensorQueue q;
+  std::vector<float> a(4);
+  std::vector<TensorEntry> entries;
+  std::vector<Request> reqs;
+  std::vector<uint32_t> slots;
+  CHECK_FALSE(q.take_slots({0}, {0}, &entries).is_ok());     // never used
+  CHECK_FALSE(q.take_slots({1000}, {0}, &entries).is_ok());  // past the table
+  REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), state("a")));
+  // Pushed but its request not taken yet: the coordinator cannot have held it.
+  CHECK_FALSE(q.take_slots({0}, {0}, &entries).is_ok());
+  REQUIRE(q.take_requests(&reqs, &slots) == 1);
+  Status s = q.take_slots({slots[0], slots[0] + 1}, {0, 0}, &entries);
+  CHECK_FALSE(s.is_ok());
+  CHECK(s.message().find("slot " + std::to_string(slots[0] + 1)) != std::string::npos);
+  REQUIRE(q.take_slots({slots[0]}, {0}, &entries).is_ok());  // nothing was taken by the refusal
+}

@@ -12,6 +12,9 @@
 //   set-setup a process set of every rank; the victim dies as its first collective on the set
 //            begins (KOLO_TEST_DIE_IN_SET_SETUP, set here on the victim only), after its request
 //            reached rank 0: the others must not wait for it in MPI_Comm_create_group forever
+//   set-created as set-setup, but the victim dies right after the members' meeting, before its
+//            own MPI_Comm_create_group (KOLO_TEST_DIE_IN_SET_SETUP=2): the others, already
+//            inside the communicators' creation, must still name it (ops/mpi_set_comms.h)
 //   stopped  rank 0 (or 1) stops the victim with SIGSTOP and leaves it stopped: a stopped
 //            rank on another host is indistinguishable from a dead one, so the others must
 //            fail naming it within the bound; the stopper then kills it (SIGKILL)
@@ -161,9 +164,10 @@ int busy() {
 }
 
 // Before kolo::init (the knob is read there): the victim dies setting up its first set.
-void arm_set_setup(int victim) {
+// `when`: "1" as the set's first collective begins, "2" after the members' meeting.
+void arm_set_setup(int victim, const char* when) {
   const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (r != nullptr && std::atoi(r) == victim) setenv("KOLO_TEST_DIE_IN_SET_SETUP", "1", 1);
+  if (r != nullptr && std::atoi(r) == victim) setenv("KOLO_TEST_DIE_IN_SET_SETUP", when, 1);
 }
 
 int set_setup() {
@@ -207,7 +211,8 @@ int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
   const int victim = argc > 2 ? std::atoi(argv[2]) : 1;
   if (which == "busy") arm_stall(victim);
-  if (which == "set-setup") arm_set_setup(victim);
+  if (which == "set-setup") arm_set_setup(victim, "1");
+  if (which == "set-created") arm_set_setup(victim, "2");
   kolo::init(&argc, &argv);
   const int kolo_rank = kolo::rank();
   std::printf("PID rank %d pid %d\n", kolo_rank, static_cast<int>(getpid()));
@@ -219,7 +224,7 @@ int main(int argc, char** argv) {
     else if (which == "slow") rc = slow(victim);
     else if (which == "busy") rc = busy();
     else if (which == "stopped") rc = stopped(victim);
-    else if (which == "set-setup") rc = set_setup();
+    else if (which == "set-setup" || which == "set-created") rc = set_setup();
     else std::printf("unknown case '%s'\n", which.c_str());
   } catch (const kolo::Error& e) {
     std::printf("rank %d: ERROR %s\n", kolo::rank(), e.what());

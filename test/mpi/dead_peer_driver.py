@@ -87,7 +87,7 @@ def main():
         if "is dead" in out:
             failures.append(f"a {case} rank was declared dead")
     else:
-        m = re.search(rf"^VICTIM rank {victim} t=([0-9.]+)( \(stopped, not continued\))?$", out, re.M)
+        m = re.search(rf"^VICTIM rank {victim} t=([0-9.]+)( \([^)]*\))?$", out, re.M)
         if not m:
             failures.append("the victim did not report its death")
         t_dead = float(m.group(1)) if m else 0.0

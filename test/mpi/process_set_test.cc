@@ -397,3 +397,26 @@ TEST_CASE("process sets: KOLO_PROCESS_SETS registers its sets at init", "[proces
   }
   barrier("ps.env.done");
 }
+
+TEST_CASE("process sets: a set's shared-memory executor leaves the job's arena (kolo/memory.h) alone",
+          "[process-sets]") {
+  // The arena belongs to the global set's executor; a set's executor has none. Making one
+  // (at the set's first collective) and removing it must not unpublish the job's arena.
+  const size_t capacity = shared_memory_capacity();
+  const ProcessSet set = add_process_set(ranks_where([](int r, int) { return r > 0; }));
+  if (set.included()) {
+    std::vector<float> v(64, 1.0f);
+    allreduce(TensorView::of(v), "arena-alone", {ReduceOp::kSum, 1.0, 1.0, set});
+    CHECK(v[0] == static_cast<float>(set.size()));
+    CHECK(shared_memory_capacity() == capacity);
+  }
+  remove_process_set(set);
+  std::vector<float> w(1, 1.0f);
+  allreduce(TensorView::of(w), "arena-alone-after");
+  CHECK(shared_memory_capacity() == capacity);
+  if (capacity > 0) {
+    void* p = allocate_shared(4096);
+    CHECK(p != nullptr);
+    CHECK(release_shared(p));
+  }
+}
