@@ -13,12 +13,14 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "floor.h"
 #include "kolo/kolo.h"
 #include "workloads.h"
 
@@ -101,8 +103,15 @@ int sweep(const Options& o) {
   if (kolo::rank() == 0) {
     std::printf("# kolo-bench-scatter: %s, float32%s, %d ranks (times are medians)\n", o.op.c_str(),
                 o.op == "reducescatter" ? " sum" : ", even split", n);
-    std::printf("#%12s | %11s %8s %8s %7s | %11s %8s %8s %7s | %9s\n", "size(B)", "kolo(us)", "algbw", "busbw",
-                "#wrong", "mpi(us)", "algbw", "busbw", "#wrong", "kolo/mpi");
+  }
+  // What no implementation can beat: a cache line from one core to another, or every rank at
+  // once copying the (n-1)/n of its buffer that goes to or comes from its peers.
+  const kolo::bench::Floor fl = kolo::bench::measure_floor();
+  if (kolo::rank() == 0) {
+    std::printf("# floor(us) = max(a cache line one way between two cores: %.3f us, every rank copying (n-1)/n "
+                "of the size at once)\n", fl.one_way_us);
+    std::printf("#%12s | %11s %8s %8s %7s | %11s %8s %8s %7s | %9s | %9s\n", "size(B)", "kolo(us)", "algbw", "busbw",
+                "#wrong", "mpi(us)", "algbw", "busbw", "#wrong", "kolo/mpi", "floor(us)");
   }
   int rc = 0;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= static_cast<size_t>(o.factor)) {
@@ -110,13 +119,14 @@ int sweep(const Options& o) {
     const int iters = std::max(3, static_cast<int>(o.iters * std::min<size_t>(64, (64u << 20) / c.bytes() + 1) / 8));
     auto st = kolo::bench::measure(o.warmup, iters, {[&] { c.run_kolo(); }, [&] { c.run_mpi(); }});
     const size_t kw = c.kolo_wrong(), mw = c.mpi_wrong();
+    const double floor_us = std::max(fl.one_way_us, kolo::bench::copy_us(static_cast<size_t>(c.bytes() * factor)));
     rc |= (kw || mw) ? 2 : 0;
     if (kolo::rank() == 0) {
       auto bw = [&](double ms) { return c.bytes() / (ms * 1e-3) / 1e9; };
-      std::printf(" %12zu | %11.1f %8.3f %8.3f %7zu | %11.1f %8.3f %8.3f %7zu | %9.2f\n", c.bytes(),
+      std::printf(" %12zu | %11.1f %8.3f %8.3f %7zu | %11.1f %8.3f %8.3f %7zu | %9.2f | %9.2f\n", c.bytes(),
                   st[0].median_ms * 1e3, bw(st[0].median_ms), bw(st[0].median_ms) * factor, kw,
                   st[1].median_ms * 1e3, bw(st[1].median_ms), bw(st[1].median_ms) * factor, mw,
-                  st[0].median_ms / st[1].median_ms);
+                  st[0].median_ms / st[1].median_ms, floor_us);
     }
   }
   return rc;

@@ -148,6 +148,8 @@ Status Config::parse(const Lookup& lookup, Config* out) {
                               "a rank (a whole number >= 0)", &c.test_fault_rank));
   KOLO_RETURN_IF_ERROR(number("KOLO_TEST_LISTENER_GAP_SECONDS", 0, 60, false,
                               "a number of seconds from 0 (off) to 60", &c.test_listener_gap_seconds));
+  KOLO_RETURN_IF_ERROR(number("KOLO_TEST_MPI_HEARTBEAT_STALL_SECONDS", 0, 60, false,
+                              "a number of seconds from 0 (off) to 60", &c.test_mpi_heartbeat_stall_seconds));
   if (auto v = lookup("KOLO_TIMELINE")) c.timeline_path = *v;
   if (auto v = lookup("KOLO_TIMELINE_MARK_CYCLES")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");

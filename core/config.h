@@ -71,6 +71,9 @@ struct Config {
   // Test hook: the heartbeat listener thread sleeps this long after each tick, as a thread
   // starved by a loaded host (0 = off; core/liveness.h).
   double test_listener_gap_seconds = 0.0;  // KOLO_TEST_LISTENER_GAP_SECONDS
+  // Test hook: every poll of the MPI heartbeat thread takes this long more, as an MPI call
+  // held up in MPI's progress engine would (0 = off; core/liveness.h).
+  double test_mpi_heartbeat_stall_seconds = 0.0;  // KOLO_TEST_MPI_HEARTBEAT_STALL_SECONDS
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES

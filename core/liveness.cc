@@ -63,7 +63,7 @@ Liveness::Liveness(int rank, std::vector<Peer> peers, milliseconds timeout, Cont
       channel_(channel),
       udp_(std::move(udp)),
       last_heard_(new std::atomic<int64_t>[peers_.size()]),
-      udp_heard_(peers_.size(), 0) {
+      udp_heard_(new std::atomic<bool>[peers_.size()]) {
   const int my_host = peers_[static_cast<size_t>(rank_)].host;
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (static_cast<int>(r) == rank_) continue;
@@ -72,9 +72,14 @@ Liveness::Liveness(int rank, std::vector<Peer> peers, milliseconds timeout, Cont
     if (!p.by_pid) any_remote_ = true;
   }
   const auto now = Clock::now();
+  for (size_t r = 0; r < peers_.size(); ++r) udp_heard_[r].store(false, std::memory_order_relaxed);
   fresh_period(now);
+  mpi_polled_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
   last_check_ = now;
-  if (any_remote_ && listener_thread) listener_ = std::thread([this] { listen(); });
+  if (any_remote_ && listener_thread) {
+    listener_ = std::thread([this] { listen(false); });
+    mpi_listener_ = std::thread([this] { listen(true); });
+  }
 }
 
 Liveness::~Liveness() { stop(); }
@@ -86,6 +91,7 @@ void Liveness::stop() {
   }
   wake_.notify_all();
   if (listener_.joinable()) listener_.join();
+  if (mpi_listener_.joinable()) mpi_listener_.join();
 }
 
 std::string Liveness::describe(int rank) const {
@@ -98,43 +104,55 @@ void Liveness::fresh_period(Clock::time_point now) {
   for (size_t r = 0; r < peers_.size(); ++r) last_heard_[r].store(t, std::memory_order_relaxed);
 }
 
-void Liveness::receive(Clock::time_point now) {
+void Liveness::heard(size_t rank, int64_t at) {
+  int64_t seen = last_heard_[rank].load(std::memory_order_relaxed);
+  while (at > seen && !last_heard_[rank].compare_exchange_weak(seen, at, std::memory_order_relaxed)) {
+  }
+}
+
+void Liveness::receive_mpi(Clock::time_point now) {
   std::string notice;
   for (int i = 0; i < 10000; ++i) {
     int from = -1;
     bool got = false;
     if (!channel_->poll_heartbeat(&from, &notice, &got).is_ok() || !got) break;
     if (from < 0 || static_cast<size_t>(from) >= peers_.size()) continue;
-    last_heard_[static_cast<size_t>(from)].store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    heard(static_cast<size_t>(from), now.time_since_epoch().count());
     // The finder's words: every survivor reports the same.
     if (!notice.empty()) set_dead(Status::aborted(notice), -1, false);
   }
+  mpi_polled_at_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+void Liveness::receive_udp(Clock::time_point now) {
   // The kernel's arrival time, not the read time: a receiver starved or stopped since still
   // knows when the peer last spoke (core/heartbeat_socket.h).
   Clock::time_point at;
   for (int i = 0, from = -1; udp_ && i < 10000 && udp_->poll(&from, &at); ++i) {
     const auto r = static_cast<size_t>(from);
-    const int64_t t = std::min(at, now).time_since_epoch().count();
-    if (t > last_heard_[r].load(std::memory_order_relaxed)) last_heard_[r].store(t, std::memory_order_relaxed);
-    udp_heard_[r] = 1;
+    heard(r, std::min(at, now).time_since_epoch().count());
+    udp_heard_[r].store(true, std::memory_order_relaxed);
   }
 }
 
-void Liveness::after_gap(Clock::time_point now) {
-  const bool dropped = udp_ && udp_->take_dropped();
+void Liveness::fresh_unless_udp(Clock::time_point now, bool all) {
   const int64_t t = now.time_since_epoch().count();
   for (size_t r = 0; r < peers_.size(); ++r)
-    if (!udp_heard_[r] || dropped) last_heard_[r].store(t, std::memory_order_relaxed);
+    if (all || !udp_heard_[r].load(std::memory_order_relaxed)) heard(r, t);
 }
 
-void Liveness::beat(Clock::time_point now) {
-  if (!any_remote_ || now < next_beat_) return;
-  next_beat_ = now + beat_every_;
+void Liveness::beat_mpi(Clock::time_point now) {
+  if (!any_remote_ || now < next_mpi_beat_) return;
+  next_mpi_beat_ = now + beat_every_;
   for (size_t r = 0; r < peers_.size(); ++r)
-    if (static_cast<int>(r) != rank_ && !peers_[r].by_pid) {
-      channel_->send_heartbeat(static_cast<int>(r), {});
-      if (udp_) udp_->send(static_cast<int>(r));
-    }
+    if (static_cast<int>(r) != rank_ && !peers_[r].by_pid) channel_->send_heartbeat(static_cast<int>(r), {});
+}
+
+void Liveness::beat_udp(Clock::time_point now) {
+  if (!any_remote_ || !udp_ || now < next_udp_beat_) return;
+  next_udp_beat_ = now + beat_every_;
+  for (size_t r = 0; r < peers_.size(); ++r)
+    if (static_cast<int>(r) != rank_ && !peers_[r].by_pid) udp_->send(static_cast<int>(r));
 }
 
 bool Liveness::set_dead(Status s, int dead_rank, bool tell) {
@@ -165,7 +183,12 @@ Status Liveness::announce_stop(const Status& why) {
 Status Liveness::silent_peer(Clock::time_point now, const std::string& noticed) {
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (static_cast<int>(r) == rank_ || peers_[r].by_pid) continue;
-    const auto silent = now - Clock::time_point(Clock::duration(last_heard_[r].load(std::memory_order_relaxed)));
+    // A peer heard only over MPI: what it sent after the MPI thread's latest completed poll
+    // began may be waiting unread behind a held-up MPI call, so its silence ends there.
+    auto until = now;
+    if (!udp_heard_[r].load(std::memory_order_relaxed))
+      until = std::min(now, Clock::time_point(Clock::duration(mpi_polled_at_.load(std::memory_order_relaxed))));
+    const auto silent = until - Clock::time_point(Clock::duration(last_heard_[r].load(std::memory_order_relaxed)));
     if (silent <= timeout_) continue;
     const std::string why = "rank " + std::to_string(rank_) + " (host " + peers_[static_cast<size_t>(rank_)].host_name +
                             ") has heard nothing from it for " + seconds_text(silent) +
@@ -177,7 +200,7 @@ Status Liveness::silent_peer(Clock::time_point now, const std::string& noticed) 
   return Status::ok();
 }
 
-void Liveness::listen() {
+void Liveness::listen(bool mpi_side) {
   // The tick is a fraction of a beat: a heartbeat is received within a tick of its arrival,
   // and a silence is judged within a tick of passing the timeout.
   const auto tick = std::max(beat_every_ / 4, milliseconds(5));
@@ -191,15 +214,23 @@ void Liveness::listen() {
     // This thread did not run for a while (the process was stopped, or the host starved it
     // far beyond a tick). What arrived meanwhile over UDP carries the kernel's arrival times,
     // so those peers' silence is known (a dead one is still found on time); a peer heard only
-    // over MPI could not have been heard, so its silence counts from now (after_gap).
+    // over MPI could not have been heard, so its silence counts from now.
     const bool gap = now - last > timeout_ / 2;
     last = now;
-    receive(now);
-    if (gap) after_gap(now);
-    beat(now);
-    silent_peer(now, "by the heartbeat thread");
-    if (const int64_t ms = test_gap_ms_.load(std::memory_order_relaxed); ms > 0)  // a starved thread
-      std::this_thread::sleep_for(milliseconds(ms));
+    if (mpi_side) {
+      if (const int64_t ms = test_mpi_stall_ms_.load(std::memory_order_relaxed); ms > 0)  // a held-up MPI call
+        std::this_thread::sleep_for(milliseconds(ms));
+      if (gap) fresh_unless_udp(now, false);
+      receive_mpi(now);
+      beat_mpi(now);
+    } else {
+      receive_udp(now);
+      if (gap) fresh_unless_udp(now, udp_ && udp_->take_dropped());
+      beat_udp(now);
+      silent_peer(now, "by the heartbeat thread");
+      if (const int64_t ms = test_gap_ms_.load(std::memory_order_relaxed); ms > 0)  // a starved thread
+        std::this_thread::sleep_for(milliseconds(ms));
+    }
     lock.lock();
   }
 }
@@ -212,9 +243,11 @@ Status Liveness::check_now(const char* during, Clock::time_point now) {
     // This rank did not check for a while (it was stopped, descheduled, or busy outside a
     // wait): it could not have heard anyone, so nobody's silence counts from before.
     const bool gap = now - last_check_ > timeout_ / 2;
-    receive(now);  // also a peer's notice that someone died
-    if (gap) after_gap(now);
-    beat(now);
+    receive_mpi(now);  // also a peer's notice that someone died
+    receive_udp(now);
+    if (gap) fresh_unless_udp(now, udp_ && udp_->take_dropped());
+    beat_mpi(now);
+    beat_udp(now);
     last_check_ = now;
     if (!dead().is_ok()) return dead();
   }
@@ -224,7 +257,7 @@ Status Liveness::check_now(const char* during, Clock::time_point now) {
     // It may have exited because it was told of another rank's death: that notice, sent
     // before it could exit, reached this rank too. Give MPI a few polls to deliver it.
     for (int i = 0; i < 50 && dead().is_ok(); ++i) {
-      receive(now);
+      receive_mpi(now);
       if (dead().is_ok()) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (!dead().is_ok()) return dead();

@@ -15,10 +15,17 @@
 //   * on another host: by heartbeats. Each rank sends a one-byte message to every rank on
 //     another host every timeout/5 (at most every second), and a peer from which nothing
 //     arrived for longer than the timeout (KOLO_PEER_TIMEOUT_SECONDS) is presumed dead.
-//     Where the channel may be used from a second thread (MPI_THREAD_MULTIPLE), a dedicated
-//     listener thread sends, receives and judges heartbeats: it sleeps between beats and
-//     does microseconds of work per beat, so a coordinator busy with CPU work (or starved
-//     by compute threads) neither stops its rank's heartbeats nor delays their receipt.
+//     Where the channel may be used from a second thread (MPI_THREAD_MULTIPLE), dedicated
+//     threads send, receive and judge heartbeats: they sleep between beats and do
+//     microseconds of work per beat, so a coordinator busy with CPU work (or starved by
+//     compute threads) neither stops its rank's heartbeats nor delays their receipt. Two
+//     threads, because MPI's calls can be held up: at load 20 an MPI_Improbe on the
+//     heartbeat tag took up to 1.5 s (it runs MPI's progress engine, shared with the
+//     coordinator's transfers). The listener thread sends and reads the UDP datagrams and
+//     judges; the MPI heartbeat thread sends and reads the MPI heartbeats and notices. A
+//     held-up MPI call delays neither this rank's datagrams nor its verdicts; a peer heard
+//     only over MPI is judged by its silence up to the start of the MPI thread's latest
+//     completed poll (what arrived later could not have been read yet).
 //     Otherwise check() does it from the coordinator's waits (the older, starvable path).
 //     Each heartbeat goes both as an MPI message and, where set up, as a UDP datagram
 //     (core/heartbeat_socket.h): MPI's TCP stream can hold it behind bulk data for seconds.
@@ -31,8 +38,8 @@
 // The verdict is sticky: once a peer is dead, check() returns the same error forever.
 //
 // Ownership: borrows the ControlChannel (heartbeats), which must outlive it (or stop()).
-// Thread safety: check()/check_now() on the coordinator thread only; the listener thread is
-// internal; dead() may be read by any thread once check() has returned an error (or once the
+// Thread safety: check()/check_now() on the coordinator thread only; the listener and MPI
+// heartbeat threads are internal; dead() may be read by any thread once check() has returned an error (or once the
 // coordinator has stopped); stop() from the thread that owns the object.
 #pragma once
 
@@ -85,7 +92,7 @@ class Liveness {
   // A check now, whatever the schedule (after a transport error: is a peer behind it?).
   Status check_now(const char* during) { return check_now(during, std::chrono::steady_clock::now()); }
 
-  // Ends the listener thread (bounded: it sleeps at most a beat). Heartbeats stop; judging by
+  // Ends the listener and MPI heartbeat threads (bounded: each sleeps at most a beat). Heartbeats stop; judging by
   // pid goes on. Called before the channel goes away; idempotent.
   void stop();
 
@@ -104,37 +111,48 @@ class Liveness {
   // Test hook (KOLO_TEST_LISTENER_GAP_SECONDS): the listener sleeps this long after every
   // tick, as a thread starved by a loaded host would.
   void set_test_gap(std::chrono::milliseconds gap) { test_gap_ms_.store(gap.count()); }
+  // Test hook (KOLO_TEST_MPI_HEARTBEAT_STALL_SECONDS): every poll of the MPI heartbeat
+  // thread takes this long more, as an MPI call held up in MPI's progress engine would.
+  void set_test_mpi_stall(std::chrono::milliseconds stall) { test_mpi_stall_ms_.store(stall.count()); }
 
  private:
   using Clock = std::chrono::steady_clock;
   Status check_now(const char* during, Clock::time_point now);
-  void receive(Clock::time_point now);  // heartbeats and notices that have arrived
-  void beat(Clock::time_point now);     // to every heartbeat-judged peer, when due
+  // Heartbeats and notices that have arrived over MPI; then mpi_polled_at_ = now.
+  void receive_mpi(Clock::time_point now);
+  void receive_udp(Clock::time_point now);  // datagrams, with their arrival times
+  // To every heartbeat-judged peer, when due.
+  void beat_mpi(Clock::time_point now);
+  void beat_udp(Clock::time_point now);
+  void heard(size_t rank, int64_t at);  // last_heard_[rank] = max(it, at)
   void fresh_period(Clock::time_point now);
-  // After this thread did not run for over timeout/2: a fresh period for every peer not heard
-  // over UDP (or for all, if the kernel dropped datagrams meanwhile).
-  void after_gap(Clock::time_point now);
+  // After a thread did not run for over timeout/2: a fresh period for every peer not heard
+  // over UDP (`all`: for everyone; the listener passes whether the kernel dropped datagrams).
+  void fresh_unless_udp(Clock::time_point now, bool all);
   Status silent_peer(Clock::time_point now, const std::string& noticed);  // a heartbeat verdict
   // Records the verdict unless one exists; true (and the others told) if this one is it.
   bool set_dead(Status s, int dead_rank, bool tell);
-  void listen();  // the listener thread
+  void listen(bool mpi_side);  // the listener (UDP, verdicts) or the MPI heartbeat thread
 
   const int rank_;
   std::vector<Peer> peers_;
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds beat_every_;
   ControlChannel* const channel_;
-  std::unique_ptr<HeartbeatSocket> udp_;  // used by one thread at a time, like next_beat_
+  std::unique_ptr<HeartbeatSocket> udp_;  // used by one thread at a time, like next_udp_beat_
   bool any_remote_ = false;
   std::unique_ptr<std::atomic<int64_t>[]> last_heard_;  // steady_clock ns, per rank
-  std::vector<char> udp_heard_;  // per rank: a datagram has come (read by one thread at a time)
-  std::atomic<int64_t> test_gap_ms_{0};
-  Clock::time_point next_check_{}, last_check_{}, next_beat_{};  // next_beat_: one thread at a time
+  std::unique_ptr<std::atomic<bool>[]> udp_heard_;      // per rank: a datagram has come
+  // steady_clock ns: when the latest completed MPI poll began (all that had arrived by then was read).
+  std::atomic<int64_t> mpi_polled_at_{0};
+  std::atomic<int64_t> test_gap_ms_{0}, test_mpi_stall_ms_{0};
+  Clock::time_point next_check_{}, last_check_{};
+  Clock::time_point next_udp_beat_{}, next_mpi_beat_{};  // each used by one thread at a time
 
   std::mutex mu_;  // guards dead_'s writes and the listener's stop
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::thread listener_;
+  std::thread listener_, mpi_listener_;
   std::atomic<bool> has_dead_{false};
   Status dead_;  // written once, under mu_, before has_dead_ is set
 };

@@ -173,6 +173,9 @@ class MpiBackend final : public Backend {
     if (config.test_listener_gap_seconds > 0)
       liveness_->set_test_gap(
           std::chrono::milliseconds(static_cast<int64_t>(config.test_listener_gap_seconds * 1000.0)));
+    if (config.test_mpi_heartbeat_stall_seconds > 0)
+      liveness_->set_test_mpi_stall(
+          std::chrono::milliseconds(static_cast<int64_t>(config.test_mpi_heartbeat_stall_seconds * 1000.0)));
     if (topo_.size > 1 && !liveness_->has_listener_thread())
       KOLO_LOG(LogLevel::kDebug, "heartbeats from the coordinator's waits (no listener thread: MPI thread level "
                                      << thread_level() << ", or no peer on another host)");

@@ -507,6 +507,47 @@ TEST_CASE("shm ranks calling different collectives get a mismatch naming both", 
   require_all_passed(out);
 }
 
+// The direct alltoallv pushes into each peer's result as soon as that peer has arrived; a
+// peer that called something else must get nothing written and every rank a mismatch.
+TEST_CASE("shm alltoallv into pooled results beside a rank calling allreduce: a mismatch on every rank",
+          "[shm][failure]") {
+  const int n = 3;
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, n);
+    o.pool_direct_min_bytes = 1;
+    ShmResultPool* pool = nullptr;
+    Status made = ShmResultPool::create({name + "-r", rank, n, 1u << 20}, agree, &pool);
+    if (!made.is_ok()) return "pool: " + made.to_string();
+    std::string verdict = with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      const std::vector<size_t> m(static_cast<size_t>(n * n), 4096);
+      std::vector<std::byte> in(4096 * static_cast<size_t>(n), std::byte{7});
+      auto* dst = static_cast<std::byte*>(pool->take(in.size()));
+      if (dst == nullptr) return std::string("the pool gave no block");
+      std::fill(dst, dst + in.size(), std::byte{0xee});
+      // Rank 2's result block lies in the pool too, so a push into it would be seen.
+      Status s;
+      if (rank == 2) {
+        std::vector<float> buf(3000, 1.0f);
+        s = g.allreduce(buf.data(), buf.size(), DType::kFloat32, ReduceOp::kSum);
+      } else {
+        s = g.alltoallv(in.data(), dst, m, pool);
+      }
+      const bool untouched = std::all_of(dst, dst + in.size(), [](std::byte b) { return b == std::byte{0xee}; });
+      pool->give(dst);
+      if (s.is_ok()) return std::string("the mismatched calls succeeded");
+      if (s.message().find("alltoallv") == std::string::npos || s.message().find("allreduce") == std::string::npos)
+        return "message lacks the two calls: " + s.to_string();
+      if (rank == 2 && !untouched) return std::string("a peer wrote into the result of the rank that called allreduce");
+      return std::string();
+    });
+    if (pool->live_blocks() != 0) verdict += " (blocks still out)";
+    pool->retire();
+    return verdict;
+  }, kDeadline);
+  require_all_passed(out);
+}
+
 TEST_CASE("shm allreduce_in_arena (zero copy) equals the reference bitwise, pieces included",
           "[shm][arena]") {
   for (int n : {2, 3}) {
