@@ -28,6 +28,10 @@
 //                     refused with a message naming the level and the fix (USER-MPI-REFUSED)
 //   user-mpi-multiple the program calls MPI_Init_thread(MPI_THREAD_MULTIPLE) itself: kolo
 //                     runs on it, and leaves MPI for the program to finalise (USER-MPI-OK)
+//   user-mpi-serialized the program calls MPI_Init_thread(MPI_THREAD_SERIALIZED) itself: kolo
+//                     runs on it, and a process set is made on the coordinator thread (no
+//                     helper thread at this level, ops/mpi_set_comms.h); exact results on the
+//                     set and the global set; rank 0 alone prints USER-MPI-SERIALIZED-OK
 //   misuse            the runtime's life cycle used wrongly: collectives before init() and
 //                     after shutdown(), init() and shutdown() twice, init() after shutdown(),
 //                     a handle of the finished runtime waited on twice; each a clear error or
@@ -301,8 +305,39 @@ int user_mpi(int* argc, char*** argv, bool multiple) {
   return rc;
 }
 
+int user_mpi_serialized(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+  int rank = 0, ok = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string why = "provided thread level " + std::to_string(provided);
+  try {
+    kolo::init(argc, argv);
+    std::vector<int> everyone(static_cast<size_t>(kolo::size()));
+    for (int r = 0; r < kolo::size(); ++r) everyone[static_cast<size_t>(r)] = r;
+    const kolo::ProcessSet set = kolo::add_process_set(everyone);
+    std::vector<float> v(1000, 1.0f), w(10, 2.0f);
+    kolo::allreduce(kolo::TensorView::of(v), "user-mpi-set", {kolo::ReduceOp::kSum, 1.0, 1.0, set});
+    kolo::allreduce(kolo::TensorView::of(w), "user-mpi-global", {kolo::ReduceOp::kSum});
+    const float n = static_cast<float>(kolo::size());
+    ok = provided == MPI_THREAD_SERIALIZED && v[0] == n && v[999] == n && w[9] == 2 * n ? 1 : 0;
+    why = "v[0]=" + std::to_string(v[0]) + " w[9]=" + std::to_string(w[9]);
+    kolo::shutdown();
+  } catch (const kolo::Error& e) {
+    why = e.what();
+  }
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!ok) std::printf("rank %d: USER-MPI-SERIALIZED-WRONG: %s\n", rank, why.c_str());
+  if (rank == 0 && all == 1) std::printf("USER-MPI-SERIALIZED-OK\n");
+  std::fflush(stdout);
+  MPI_Finalize();
+  return all == 1 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const std::string which = argc > 1 ? argv[1] : "";
+  if (which == "user-mpi-serialized") return user_mpi_serialized(&argc, &argv);
   if (which == "misuse") return misuse(&argc, &argv);
   if (which == "user-mpi-single" || which == "user-mpi-multiple") return user_mpi(&argc, &argv, which == "user-mpi-multiple");
   try {
