@@ -30,12 +30,14 @@ struct Options {
   std::string op = "alltoall", workload = "resnet50";
   size_t min_bytes = 4, max_bytes = 64u << 20;
   int factor = 4, warmup = 3, iters = 20;
+  bool drop_result = false;  // free kolo's previous result before each call
 };
 
 // One size: the input, kolo's output and MPI's output, and the MPI counts.
 class Case {
  public:
-  Case(const std::string& op, size_t bytes) : op_(op), n_(kolo::size()), r_(kolo::rank()) {
+  Case(const std::string& op, size_t bytes, bool drop_result)
+      : op_(op), drop_result_(drop_result), n_(kolo::size()), r_(kolo::rank()) {
     const size_t per = std::max<size_t>(1, bytes / sizeof(float) / static_cast<size_t>(n_));
     count_ = per * static_cast<size_t>(n_);  // a multiple of the ranks: even alltoall
     in_.resize(count_);
@@ -54,6 +56,7 @@ class Case {
 
   void run_kolo() {
     kolo::TensorView v = kolo::TensorView::of(in_.data(), {static_cast<int64_t>(count_)});
+    if (drop_result_) out_kolo_ = kolo::Tensor();  // the new result may then reuse its memory
     out_kolo_ = op_ == "alltoall" ? kolo::alltoall(v, "bench.a2a")
                                   : kolo::reducescatter(v, "bench.rs", {kolo::ReduceOp::kSum});
   }
@@ -90,6 +93,7 @@ class Case {
  private:
   static float value(int rank, size_t i) { return static_cast<float>((static_cast<size_t>(rank) * 13 + i) % 251); }
   std::string op_;
+  bool drop_result_;
   int n_, r_;
   size_t count_ = 0;
   std::vector<float> in_, out_mpi_;
@@ -115,7 +119,7 @@ int sweep(const Options& o) {
   }
   int rc = 0;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= static_cast<size_t>(o.factor)) {
-    Case c(o.op, bytes);
+    Case c(o.op, bytes, o.drop_result);
     const int iters = std::max(3, static_cast<int>(o.iters * std::min<size_t>(64, (64u << 20) / c.bytes() + 1) / 8));
     auto st = kolo::bench::measure(o.warmup, iters, {[&] { c.run_kolo(); }, [&] { c.run_mpi(); }});
     const size_t kw = c.kolo_wrong(), mw = c.mpi_wrong();
@@ -202,6 +206,9 @@ int main(int argc, char** argv) {
   app.add_option("--factor", o.factor, "size multiplier per row")->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup, "untimed rounds")->check(CLI::NonNegativeNumber);
   app.add_option("--iters", o.iters, "timed rounds (scaled up for small sizes)")->check(CLI::PositiveNumber);
+  app.add_flag("--drop-result", o.drop_result,
+               "free kolo's previous result before each call (as a caller that does not keep it; by default "
+               "the previous result lives until the new one replaces it, so two results are live at once)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
