@@ -24,6 +24,11 @@
 //                     until a submission is refused: each handle completes (exact, or failed
 //                     "shut down"), nothing hangs or crashes
 //                     (RACE-OK, or RACE-WRONG saying what)
+//   shutdown-waiters  three threads per rank wait on collectives only their rank submitted
+//                     (two in one wait_for(30 s), which helps with passes, one polling
+//                     wait_for(5 ms)) while the main thread runs 100 allreduces, then shuts
+//                     down: every wait returns within 10 s, its handle failed "shut down"
+//                     (WAITERS-OK, or WAITERS-WRONG saying what)
 //   user-mpi-single   the program calls MPI_Init itself (MPI_THREAD_SINGLE), then kolo::init:
 //                     refused with a message naming the level and the fix (USER-MPI-REFUSED)
 //   user-mpi-multiple the program calls MPI_Init_thread(MPI_THREAD_MULTIPLE) itself: kolo
@@ -277,6 +282,55 @@ int shutdown_race() {
   return wrong ? 1 : 0;
 }
 
+// Threads waiting with wait_for (helping, and polling) while the main thread shuts down.
+int shutdown_waiters() {
+  using Clock = std::chrono::steady_clock;
+  const int rank = kolo::rank();
+  std::vector<float> lonely(3 * 8, 1.0f), busy(256, 1.0f);
+  std::atomic<int> wrong{0};
+  std::atomic<int64_t> last_return_ns{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      const std::string name = "waiter." + std::to_string(rank) + "." + std::to_string(t);
+      kolo::Handle h = kolo::allreduce_async(kolo::TensorView::of(lonely.data() + 8 * t, {8}), name);
+      const auto start = Clock::now();
+      bool done = false;
+      if (t < 2) {
+        done = h.wait_for(std::chrono::seconds(30));
+      } else {
+        while (!done && Clock::now() - start < std::chrono::seconds(30)) done = h.wait_for(std::chrono::milliseconds(5));
+      }
+      const int64_t at = Clock::now().time_since_epoch().count();
+      int64_t seen = last_return_ns.load();
+      while (at > seen && !last_return_ns.compare_exchange_weak(seen, at)) {
+      }
+      if (!done) {
+        std::printf("rank %d: WAITERS-WRONG: thread %d still waiting after 30 s\n", rank, t);
+        ++wrong;
+      } else if (h.status().is_ok() || h.status().message().find("shut down") == std::string::npos) {
+        std::printf("rank %d: WAITERS-WRONG: thread %d: %s\n", rank, t,
+                    h.status().is_ok() ? "succeeded" : h.status().message().c_str());
+        ++wrong;
+      }
+    });
+  for (int i = 0; i < 100; ++i) kolo::allreduce(kolo::TensorView::of(busy), "busy", {kolo::ReduceOp::kSum});
+  const auto shutdown_at = Clock::now();
+  kolo::shutdown();
+  const double shutdown_s = std::chrono::duration<double>(Clock::now() - shutdown_at).count();
+  for (auto& th : threads) th.join();
+  const double last_s =
+      std::chrono::duration<double>(Clock::time_point(Clock::duration(last_return_ns.load())) - shutdown_at).count();
+  if (last_s > 10.0) {
+    std::printf("rank %d: WAITERS-WRONG: the last wait returned %.2f s after shutdown began\n", rank, last_s);
+    ++wrong;
+  }
+  std::printf("rank %d: %s (shutdown %.2f s, last wait returned %.2f s after it began)\n", rank,
+              wrong ? "WAITERS-WRONG" : "WAITERS-OK", shutdown_s, last_s);
+  std::fflush(stdout);
+  return wrong ? 1 : 0;
+}
+
 }  // namespace
 
 // The program owns MPI: kolo must check the thread level it was given.
@@ -387,6 +441,8 @@ int main(int argc, char** argv) {
     rc = coordinator_fault();
   } else if (which == "shutdown-race") {
     rc = shutdown_race();
+  } else if (which == "shutdown-waiters") {
+    rc = shutdown_waiters();
   } else if (which == "train-loop") {
     rc = train_loop();
   } else if (which == "autotune") {
