@@ -5,7 +5,10 @@
 // checks through the shared-memory path.
 #include <mpi.h>
 
+#include <chrono>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "mpi_test_util.h"
 
@@ -106,4 +109,43 @@ TEST_CASE("cross-host: fp16/bf16 in float32 between hosts, several chunks, every
   run({{"xh.half.bf16.max.big", DType::kBFloat16, ReduceOp::kMax, 4194319},
        {"xh.half.f16.min", DType::kFloat16, ReduceOp::kMin, 600001},
        {"xh.half.bf16.prod", DType::kBFloat16, ReduceOp::kProduct, 524291}});
+}
+
+// The program's own MPI on its main thread while kolo's cross-host collectives are pending
+// (docs/correctness.md, "Known limits"): the main thread calls MPI_Allreduce over and over
+// until every rank's handles are done, so MPI's progress engine runs on two threads at once
+// while the ring's requests are in flight. Every result must be exact, and the loop is
+// bounded (the ranks agree to stop after 120 s; wait_ok then fails).
+TEST_CASE("cross-host: the program calls MPI on its own thread while collectives are pending", "[user-mpi]") {
+  constexpr int kTensors = 8;
+  constexpr size_t kCount = (1 << 20) + 3;  // several chunks across hosts
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::vector<float>> bufs(kTensors);
+    std::vector<Handle> handles;
+    for (int k = 0; k < kTensors; ++k) {
+      bufs[k].assign(kCount, static_cast<float>(rank() + k + 1));
+      handles.push_back(allreduce_async(TensorView::of(bufs[k]), "um." + std::to_string(round) + "." + std::to_string(k),
+                                        {ReduceOp::kSum}));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    long calls = 0;
+    for (;;) {
+      int mine[2] = {1, 0};  // {all my handles done, my time is up}
+      for (const Handle& h : handles) mine[0] &= h.done() ? 1 : 0;
+      mine[1] = std::chrono::steady_clock::now() - start > std::chrono::seconds(120) ? 1 : 0;
+      int all_done = 0, expired = 0;
+      MPI_Allreduce(&mine[0], &all_done, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(&mine[1], &expired, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      ++calls;
+      if (all_done || expired) break;
+    }
+    INFO("round " << round << ": " << calls << " pairs of MPI_Allreduce calls on the main thread");
+    for (int k = 0; k < kTensors; ++k) {
+      wait_ok(handles[k], 10);
+      const float want = static_cast<float>(size() * (k + 1) + size() * (size() - 1) / 2);
+      size_t wrong = 0;
+      for (float x : bufs[k]) wrong += x != want ? 1 : 0;
+      CHECK(wrong == 0);
+    }
+  }
 }
