@@ -63,7 +63,7 @@ bool TensorQueue::wake_locked() {
 }
 
 bool TensorQueue::push(const TensorView& view, const std::string& name, const Request& header,
-                       std::shared_ptr<detail::HandleState> handle) {
+                       std::shared_ptr<detail::HandleState> handle, bool wake) {
   Status why;
   bool notify = false;
   {
@@ -76,7 +76,7 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
       if (!fresh) why = duplicate(name, header);
       else enqueue(i, view, name, header, std::move(handle));
     }
-    notify = wake_locked();
+    notify = wake_locked() && wake;
   }
   if (notify) cv_.notify_one();
   if (!why.is_ok()) {
@@ -87,7 +87,7 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
 }
 
 bool TensorQueue::push_group(const std::vector<TensorView>& views, const Request& header,
-                             std::vector<std::shared_ptr<detail::HandleState>>* handles) {
+                             std::vector<std::shared_ptr<detail::HandleState>>* handles, bool wake) {
   Status why;
   bool notify = false;
   {
@@ -104,7 +104,7 @@ bool TensorQueue::push_group(const std::vector<TensorView>& views, const Request
         enqueue(entries_.acquire(name, &fresh), views[i], name, header, std::move((*handles)[i]));
       }
     }
-    notify = wake_locked();
+    notify = wake_locked() && wake;
   }
   if (notify) cv_.notify_one();
   if (why.is_ok()) return true;
