@@ -93,8 +93,12 @@ void Coordinator::help(const std::atomic<bool>& done, Clock::time_point deadline
   }
   helpers_.fetch_sub(1);
   // Work left behind (this handle, or others this rank submitted) is the loop's again: end
-  // its nap now rather than at kHelperNap (core/coordinator.cc).
-  if (!done.load(std::memory_order_acquire) || queue_.has_pending()) wake_nap();
+  // its nap now rather than at kHelperNap (core/coordinator.cc), and it polls again as after
+  // its own passes (a peer it waits for may come within microseconds).
+  if (!done.load(std::memory_order_acquire) || queue_.has_pending()) {
+    helped_last_.store(false, std::memory_order_relaxed);
+    wake_nap();
+  }
 }
 
 void Coordinator::wake_nap() {
