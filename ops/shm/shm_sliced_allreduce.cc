@@ -1,7 +1,7 @@
 // The sliced allreduce across hosts (ops/shm/shm_hierarchical.h): host-local reduce-scatter,
-// a ring per slice between hosts, host-local allgather, pipelined over chunks. fp16/bf16:
-// the host-local reduce writes float32; between hosts the ring carries 16-bit values (each
-// partial rounded as it leaves a host; a sum or average is scaled in the host-local reduce
+// an exchange per slice between hosts (CrossRing), host-local allgather, pipelined over
+// chunks. fp16/bf16: the host-local reduce writes float32; between hosts travel 16-bit values
+// (each host's partial rounded once; a sum or average is scaled in the host-local reduce
 // so that partials stay in the range of the result) or, with KOLO_CROSS_HOST_HALF_WIRE=
 // float32, float32 values that each rank rounds once after the ring.
 //
