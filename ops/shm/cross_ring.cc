@@ -62,7 +62,14 @@ Status CrossRing::begin(int slot, Op o) {
   }
   const size_t most = detail::Slicing(mine.count, size_, dtype_size(mine.dtype)).len(0);
   mine.active = true;
-  mine.incoming.resize(static_cast<size_t>(size_) * most * dtype_size(mine.dtype));
+  const size_t want = static_cast<size_t>(size_) * most * dtype_size(mine.dtype);
+  if (incoming_.size() <= static_cast<size_t>(slot)) incoming_.resize(static_cast<size_t>(slot) + 1);
+  std::vector<char>& in = incoming_[slot];
+  if (in.size() < want) {  // kept across calls: grows only, declared to TSan once per allocation
+    in.resize(want);
+    ops::mpi_buffer_for_tsan(in.data(), in.size());
+  }
+  mine.incoming = in.data();
   if (mine.acc != nullptr) mine.widened.resize(most);
   return post(slot);
 }
@@ -94,7 +101,7 @@ Status CrossRing::post(int slot) {
   // Peers in the order q+1, q+2, ... (sends) and q-1, q-2, ... (receives): not all at host 0 first.
   for (int k = 1; k < p; ++k) {
     const int from = (q + p - k) % p;
-    char* to = o.step == 0 ? o.incoming.data() + static_cast<size_t>(from) * most * esize : at_seg(from);
+    char* to = o.step == 0 ? o.incoming + static_cast<size_t>(from) * most * esize : at_seg(from);
     KOLO_RETURN_IF_ERROR(transfer(false, to, o.step == 0 ? bytes(q) : bytes(from), from));
   }
   for (int k = 1; k < p; ++k) {
@@ -118,7 +125,7 @@ void CrossRing::combine(Op& o) {
   const size_t most = detail::Slicing(o.count, p, esize).len(0);
   const size_t lo = seg_lo(o, q), len = seg_lo(o, q + 1) - lo;
   char* mine = o.buf + lo * esize;
-  const auto from = [&](int h) { return h == q ? mine : o.incoming.data() + static_cast<size_t>(h) * most * esize; };
+  const auto from = [&](int h) { return h == q ? mine : o.incoming + static_cast<size_t>(h) * most * esize; };
   if (o.acc != nullptr) {
     // This host's partial goes through the 16-bit format exactly as its peers' did.
     ops::narrow_half(mine, o.acc + lo, len, o.dtype, 1.0f);

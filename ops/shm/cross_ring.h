@@ -97,7 +97,7 @@ class CrossRing {
     float factor = 1.0f;   // start_narrow: applied by the host that finishes a segment
     int step = 0;  // 0: reduce-scatter, 1: allgather, 2: done
     std::vector<MPI_Request> reqs;  // the current step's receives and sends
-    std::vector<char> incoming;  // reduce-scatter: host h's partial of this host's segment at h * (largest segment)
+    char* incoming = nullptr;  // reduce-scatter: host h's partial of this host's segment at h * (largest segment)
     std::vector<float> widened;  // start_narrow: `incoming` widened to float32
   };
   Status begin(int slot, Op o);  // installs `o` in `slot` and posts its first step
@@ -110,6 +110,7 @@ class CrossRing {
   Liveness* liveness_ = nullptr;
   int rank_ = 0, size_ = 1;
   std::vector<Op> ops_;
+  std::vector<std::vector<char>> incoming_;  // per slot, for Op::incoming (kept: MPI may hold it after a failure)
 };
 
 }  // namespace kolo::shm
