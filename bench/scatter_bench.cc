@@ -7,6 +7,8 @@
 // (Horovod's split). Columns as nccl-tests prints them: algbw = size / time, busbw = algbw x
 // (n-1)/n (both collectives' factor); #wrong counts elements that differ from the exact
 // answer; kolo/mpi is the ratio of median times.
+// --into private|shared (alltoall): kolo writes into an output the caller keeps across calls
+// (kolo::alltoall's output form), a private buffer like MPI's, or allocate_shared memory.
 // Grouped (--op grouped --workload resnet50): per step, every gradient submitted with
 // allreduce_async (fused by the coordinator as usual) beside one grouped_allreduce_async.
 //   mpirun -np 4 build/bench/kolo-bench-scatter --op alltoall --max-bytes 64M
@@ -31,12 +33,13 @@ struct Options {
   size_t min_bytes = 4, max_bytes = 64u << 20;
   int factor = 4, warmup = 3, iters = 20;
   bool drop_result = false;  // free kolo's previous result before each call
+  std::string into;          // alltoall into a kept output: "private" or "shared"; empty: none
 };
 
 // One size: the input, kolo's output and MPI's output, and the MPI counts.
 class Case {
  public:
-  Case(const std::string& op, size_t bytes, bool drop_result)
+  Case(const std::string& op, size_t bytes, bool drop_result, const std::string& into)
       : op_(op), drop_result_(drop_result), n_(kolo::size()), r_(kolo::rank()) {
     const size_t per = std::max<size_t>(1, bytes / sizeof(float) / static_cast<size_t>(n_));
     count_ = per * static_cast<size_t>(n_);  // a multiple of the ranks: even alltoall
@@ -51,11 +54,27 @@ class Case {
       out_mpi_.resize(count_);
     }
     for (size_t i = 0; i < count_; ++i) in_[i] = value(r_, i);
+    if (op == "alltoall" && into == "private") {
+      out_private_.resize(count_);
+      into_ = out_private_.data();
+    } else if (op == "alltoall" && into == "shared") {
+      into_ = static_cast<float*>(kolo::allocate_shared(count_ * sizeof(float)));  // every rank alike
+      shared_ = true;
+    }
   }
+  ~Case() {
+    if (shared_) kolo::release_shared(into_);  // the latest allocation: cases come one at a time
+  }
+  Case(const Case&) = delete;
+  Case& operator=(const Case&) = delete;
   size_t bytes() const { return count_ * sizeof(float); }
 
   void run_kolo() {
     kolo::TensorView v = kolo::TensorView::of(in_.data(), {static_cast<int64_t>(count_)});
+    if (into_ != nullptr) {
+      kolo::alltoall(v, kolo::TensorView::of(into_, {static_cast<int64_t>(count_)}), "bench.a2a.into");
+      return;
+    }
     if (drop_result_) out_kolo_ = kolo::Tensor();  // the new result may then reuse its memory
     out_kolo_ = op_ == "alltoall" ? kolo::alltoall(v, "bench.a2a")
                                   : kolo::reducescatter(v, "bench.rs", {kolo::ReduceOp::kSum});
@@ -87,7 +106,10 @@ class Case {
     }
     return bad;
   }
-  size_t kolo_wrong() const { return wrong(out_kolo_.data<float>(), static_cast<size_t>(out_kolo_.num_elements())); }
+  size_t kolo_wrong() const {
+    if (into_ != nullptr) return wrong(into_, count_);
+    return wrong(out_kolo_.data<float>(), static_cast<size_t>(out_kolo_.num_elements()));
+  }
   size_t mpi_wrong() const { return wrong(out_mpi_.data(), out_mpi_.size()); }
 
  private:
@@ -96,7 +118,9 @@ class Case {
   bool drop_result_;
   int n_, r_;
   size_t count_ = 0;
-  std::vector<float> in_, out_mpi_;
+  std::vector<float> in_, out_mpi_, out_private_;
+  float* into_ = nullptr;  // --into: kolo's output, kept across calls
+  bool shared_ = false;    // into_ is from allocate_shared
   std::vector<int> counts_, displs_;
   kolo::Tensor out_kolo_;
 };
@@ -105,8 +129,9 @@ int sweep(const Options& o) {
   const int n = kolo::size();
   const double factor = static_cast<double>(n - 1) / n;
   if (kolo::rank() == 0) {
-    std::printf("# kolo-bench-scatter: %s, float32%s, %d ranks (times are medians)\n", o.op.c_str(),
-                o.op == "reducescatter" ? " sum" : ", even split", n);
+    std::printf("# kolo-bench-scatter: %s, float32%s, %d ranks (times are medians)%s%s\n", o.op.c_str(),
+                o.op == "reducescatter" ? " sum" : ", even split", n, o.into.empty() ? "" : ", kolo into a kept output: ",
+                o.into.c_str());
   }
   // What no implementation can beat: a cache line from one core to another, or every rank at
   // once copying the (n-1)/n of its buffer that goes to or comes from its peers.
@@ -119,7 +144,7 @@ int sweep(const Options& o) {
   }
   int rc = 0;
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= static_cast<size_t>(o.factor)) {
-    Case c(o.op, bytes, o.drop_result);
+    Case c(o.op, bytes, o.drop_result, o.into);
     const int iters = std::max(3, static_cast<int>(o.iters * std::min<size_t>(64, (64u << 20) / c.bytes() + 1) / 8));
     auto st = kolo::bench::measure(o.warmup, iters, {[&] { c.run_kolo(); }, [&] { c.run_mpi(); }});
     const size_t kw = c.kolo_wrong(), mw = c.mpi_wrong();
@@ -209,6 +234,8 @@ int main(int argc, char** argv) {
   app.add_flag("--drop-result", o.drop_result,
                "free kolo's previous result before each call (as a caller that does not keep it; by default "
                "the previous result lives until the new one replaces it, so two results are live at once)");
+  app.add_option("--into", o.into, "alltoall into an output kept across calls: private | shared (allocate_shared)")
+      ->check(CLI::IsMember({"private", "shared"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -55,6 +55,7 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
     if (void* memory = backend_.fast_board_memory())
       board_ = std::make_unique<FastBoard>(memory, topo_.local_rank, topo_.size, config.cache_capacity);
   helps_ = board_ != nullptr && config.wait_helps;
+  queue_.note_push_times(helps_ && config.burst_defer && config.burst_hold_us > 0);  // defer_burst's
   // A tensor held on the board longer than this goes to rank 0, whose stall inspector
   // then reports the ranks that never submitted it.
   double hold_s = 1.0;
@@ -308,7 +309,7 @@ Status Coordinator::root_cycle(bool* activity) {
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q, request_slots_[i])) continue;
+    if (fast_hold(q, request_slots_[i], now)) continue;
     KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
     fast_note_table(q);
   }
@@ -461,10 +462,11 @@ Status Coordinator::worker_cycle(bool* activity) {
   out.requests.swap(fast_to_root_.requests);
   out.cached.swap(fast_to_root_.cached);
   const size_t mine = queue_.take_requests(&requests_, &request_slots_);
+  const auto now = mine > 0 ? Clock::now() : Clock::time_point{};  // one reading per batch
   for (size_t i = 0; i < mine; ++i) {
     const Request& q = requests_[i];
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q, request_slots_[i])) continue;
+    if (fast_hold(q, request_slots_[i], now)) continue;
     add_for_root(q, &out);
   }
   if (shutdown_requested_ && !shutdown_sent_) {
@@ -665,7 +667,7 @@ Status Coordinator::take(const Response& r) {
   return Status::ok();
 }
 
-void Coordinator::execute_one(const Response& r, Status taken) {
+void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
   std::vector<TensorEntry>& entries = entries_;  // filled by take_entries; elements keep their buffers
   const bool stand_in = joined_in(r, topo_.rank);  // this rank has joined: entries are stand-ins
   Status s = std::move(taken);
@@ -746,7 +748,7 @@ void Coordinator::execute_one(const Response& r, Status taken) {
   // disagreeing request and are never remembered.
   // Responses with joined ranks are not remembered on any rank (a stand-in lacks the shape).
   // Another set's cache: rank 0 remembered the response when it emitted it (remember_emitted).
-  if (cache_.enabled() && r.type != Response::Type::kError && r.joined.empty()) {
+  if (remember && cache_.enabled() && r.type != Response::Type::kError && r.joined.empty()) {
     ResponseCache* c = r.process_set == 0 ? &cache_ : topo_.rank != 0 ? &set_cache(r.process_set) : nullptr;
     if (c != nullptr)
       for (const auto& e : entries) c->remember(e.request, &r.sizes, e.cache_hint);  // r.sizes: an alltoall's matrix

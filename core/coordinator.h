@@ -82,8 +82,10 @@ class Coordinator {
   Status execute_list(const ResponseList& list);
   // Fills entries_ for `r`: this rank's queued tensors, or stand-ins where it has joined.
   Status take(const Response& r);
-  // Runs `response` on entries_, which take just filled with status `taken`.
-  void execute_one(const Response& response, Status taken);
+  // Runs `response` on entries_, which take just filled with status `taken`. `remember`:
+  // record its requests in the response cache (the board's tensors need not: each is the
+  // cached request it was found as, and no list ran since it was looked up).
+  void execute_one(const Response& response, Status taken, bool remember = true);
   // Before the first response of a process set in a list, on its members: the set's own
   // rendezvous (the global one is made only for lists with global-set work).
   Status meet_set(const Response& r);
@@ -143,9 +145,10 @@ class Coordinator {
   void apply_params(const ResponseList& list);
 
   // The fast path (core/coordinator_fast.cc, core/fast_board.h, docs/runtime.md).
-  // Holds `q` (its name in queue slot `slot`) for the board if it can go that way (an
-  // allreduce negotiated before); else returns false and the caller sends it to rank 0.
-  bool fast_hold(const Request& q, uint32_t slot);
+  // Holds `q` (its name in queue slot `slot`, taken from the queue at `now`) for the board
+  // if it can go that way (an allreduce negotiated before); else returns false and the
+  // caller sends it to rank 0.
+  bool fast_hold(const Request& q, uint32_t slot, std::chrono::steady_clock::time_point now);
   // One pass: resolves this rank's open round (running what it agreed); then, if `offer`
   // and no round is open, joins a peer's round or opens one for new requests. Never
   // blocks. The loop offers after it has run the lists it has (a rank that is behind in
@@ -231,6 +234,8 @@ class Coordinator {
   std::chrono::steady_clock::duration fast_max_hold_;  // held longer: demoted (stall inspector)
   std::vector<uint32_t> fast_ids_, fast_agreed_;       // scratch
   std::vector<FastHeld> fast_run_;                      // scratch: a round's tensors
+  std::vector<FastHeld> fast_spare_;  // executed ones, whose buffers fast_hold reuses
+  std::vector<Response> fast_plan_;   // scratch: a common round's plan (plan_uniform_allreduces)
   std::vector<uint32_t> fast_slots_, fast_hints_;       // scratch: one collective's
   // By queue slot: the cache id its name had last (a hint: a recycled slot's is checked).
   std::vector<uint32_t> slot_cache_hint_;

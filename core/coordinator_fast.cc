@@ -25,12 +25,7 @@ void board_response(const Request& q, const std::vector<int64_t>& matrix, Respon
             : q.kind == OpKind::kReducescatter ? Response::Type::kReducescatter
                                                : Response::Type::kAlltoall;
   r->names.assign(1, q.name);
-  r->dtype = q.dtype;
-  r->reduce_op = q.reduce_op;
-  r->device = q.device;
-  r->root = q.root;
-  r->prescale = q.prescale;
-  r->postscale = q.postscale;
+  copy_op_fields(q, r);
   if (q.kind == OpKind::kAlltoall) r->sizes = matrix;
   else r->sizes.assign(1, num_elements(q.shape));
   r->error.clear();
@@ -41,7 +36,7 @@ void board_response(const Request& q, const std::vector<int64_t>& matrix, Respon
 
 }  // namespace
 
-bool Coordinator::fast_hold(const Request& q, uint32_t slot) {
+bool Coordinator::fast_hold(const Request& q, uint32_t slot, Clock::time_point now) {
   if (!board_ || fast_paused_ || !board_kind(q.kind) || !q.device.is_cpu() || !q.group.empty() ||
       q.process_set != 0)
     return false;
@@ -55,9 +50,16 @@ bool Coordinator::fast_hold(const Request& q, uint32_t slot) {
   slot_cache_hint_[slot] = *id;
   const size_t n = static_cast<size_t>(topo_.size);
   if (q.kind == OpKind::kAlltoall && cache_.matrix(*id).size() != n * n) return false;
-  const auto now = Clock::now();
   if (fast_.empty()) last_age_scan_ = now;
-  fast_.push_back({q, *id, now, slot});
+  if (fast_spare_.empty()) {
+    fast_.push_back({q, *id, now, slot});
+  } else {
+    // A buffer from an earlier round: the copy reuses its string and shape capacity.
+    fast_.push_back(std::move(fast_spare_.back()));
+    fast_spare_.pop_back();
+    FastHeld& h = fast_.back();
+    h.request = q, h.id = *id, h.since = now, h.slot = slot;
+  }
   if (fast_.size() == 1) fast_ids_lists_ = lists_started_;
   fast_dirty_ = true;
   return true;
@@ -199,36 +201,68 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
   if (!std::is_sorted(fast_.begin(), fast_.end(), by_id)) std::sort(fast_.begin(), fast_.end(), by_id);
   fast_run_.clear();
   size_t kept = 0, next = 0;
-  for (size_t i = 0; i < fast_.size(); ++i) {
-    while (next < agreed.size() && agreed[next] < fast_[i].id) ++next;
-    if (next < agreed.size() && agreed[next] == fast_[i].id) {
-      fast_run_.push_back(std::move(fast_[i]));
-    } else {
-      if (kept != i) fast_[kept] = std::move(fast_[i]);
-      ++kept;
+  const bool all = agreed.size() == fast_.size() &&
+                   std::equal(agreed.begin(), agreed.end(), fast_.begin(),
+                              [](uint32_t id, const FastHeld& h) { return id == h.id; });
+  if (all) {
+    fast_run_.swap(fast_);  // the whole of it: nothing moves
+  } else {
+    for (size_t i = 0; i < fast_.size(); ++i) {
+      while (next < agreed.size() && agreed[next] < fast_[i].id) ++next;
+      if (next < agreed.size() && agreed[next] == fast_[i].id) {
+        fast_run_.push_back(std::move(fast_[i]));
+      } else {
+        if (kept != i) fast_[kept] = std::move(fast_[i]);
+        ++kept;
+      }
     }
+    fast_.resize(kept);
   }
-  fast_.resize(kept);
   if (fast_run_.size() != agreed.size())
     return Status::internal("fast path: the board agreed on " + std::to_string(agreed.size()) +
                             " tensors but this rank holds " + std::to_string(fast_run_.size()) + " of them");
-  FusionPlanner planner(fusion_threshold_);
-  Response one;
-  for (const FastHeld& h : fast_run_) {
-    board_response(h.request, cache_.matrix(h.id), &one);
-    planner.add(one);
-  }
   uint64_t bytes = 0;
-  next = 0;  // fast_run_[next]: the next name while the plan keeps the ids' order
-  for (const Response& r : planner.take()) {
-    // Rank 0's timeline: the phase execute_one closes (rank 0's table opens NEGOTIATE and
-    // QUEUE for what it negotiates; the board's tensors were agreed on in a round).
-    if (timeline_)
-      for (const std::string& n : r.names) timeline_->begin(n, "BOARD");
-    execute_one(r, take_held(r, &next));
-    fast_collectives_.fetch_add(1, std::memory_order_relaxed);
-    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);  // as tune_after counts
+  const auto held = [this](size_t i) -> const Request& { return fast_run_[i].request; };
+  const size_t buffers = plan_uniform_allreduces(fast_run_.size(), held, fusion_threshold_, &fast_plan_);
+  if (buffers > 0) {
+    // The common round: fast_run_'s order is the plan's, so each buffer's entries are taken
+    // by slot without comparing names.
+    size_t first = 0;
+    for (size_t b = 0; b < buffers; ++b) {
+      const Response& r = fast_plan_[b];
+      fast_slots_.clear();
+      fast_hints_.clear();
+      for (size_t k = first; k < first + r.names.size(); ++k)
+        fast_slots_.push_back(fast_run_[k].slot), fast_hints_.push_back(fast_run_[k].id);
+      first += r.names.size();
+      if (timeline_)
+        for (const std::string& name : r.names) timeline_->begin(name, "BOARD");
+      execute_one(r, queue_.take_slots(fast_slots_, fast_hints_, &entries_), /*remember=*/false);
+      fast_collectives_.fetch_add(1, std::memory_order_relaxed);
+      bytes += response_bytes(r);
+    }
+  } else {
+    FusionPlanner planner(fusion_threshold_);
+    Response one;
+    for (const FastHeld& h : fast_run_) {
+      board_response(h.request, cache_.matrix(h.id), &one);
+      planner.add(one);
+    }
+    next = 0;  // fast_run_[next]: the next name while the plan keeps the ids' order
+    for (const Response& r : planner.take()) {
+      // Rank 0's timeline: the phase execute_one closes (rank 0's table opens NEGOTIATE and
+      // QUEUE for what it negotiates; the board's tensors were agreed on in a round).
+      if (timeline_)
+        for (const std::string& n : r.names) timeline_->begin(n, "BOARD");
+      execute_one(r, take_held(r, &next), /*remember=*/false);
+      fast_collectives_.fetch_add(1, std::memory_order_relaxed);
+      if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);  // as tune_after counts
+    }
   }
+  // The held buffers are kept for fast_hold's next requests (their strings and shapes keep
+  // their capacity).
+  for (FastHeld& h : fast_run_) fast_spare_.push_back(std::move(h));
+  fast_run_.clear();
   // Rank 0's autotuner scores rounds as it scores lists; new settings travel on a list.
   if (tuner_) tune_record(bytes);
   return Status::ok();

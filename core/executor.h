@@ -8,6 +8,8 @@
 // Thread safety: called only from the coordinator thread.
 #pragma once
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "core/handle_state.h"
@@ -35,11 +37,40 @@ inline size_t prepare_allgather_output(const Response& r, TensorEntry& e, int64_
   return row_bytes;
 }
 
-// Alltoall: sizes the handle's output from the response's matrix (rows src -> dst) for
-// `rank` of `size`, sets the handle's received splits, fills rows sent to / received from
-// each rank, and returns the bytes of one row.
+// Why the caller's alltoall output `out` cannot take `rows` rows received for `in` (rows
+// of `row_bytes`; `recv_rows` per rank, for the message), or ok.
+inline Status alltoall_into_problem(const std::string& name, const TensorView& in, const TensorView& out,
+                                    int64_t rows, size_t row_bytes, const std::vector<int64_t>& recv_rows) {
+  const std::string where = "alltoall \"" + name + "\": output " + std::string(dtype_name(out.dtype)) +
+                            shape_string(out.shape) + " ";
+  if (out.dtype != in.dtype)
+    return Status::invalid_argument(where + "has another dtype than input " + std::string(dtype_name(in.dtype)) +
+                                    shape_string(in.shape));
+  if (out.shape.size() != in.shape.size() || !std::equal(in.shape.begin() + 1, in.shape.end(), out.shape.begin() + 1))
+    return Status::invalid_argument(where + "does not match input " + shape_string(in.shape) +
+                                    " beyond the first dimension");
+  if (out.shape[0] < rows)
+    return Status::invalid_argument(where + "has room for " + std::to_string(out.shape[0]) +
+                                    " rows; the received splits " + shape_string(recv_rows) + " add up to " +
+                                    std::to_string(rows));
+  const auto* o = static_cast<const char*>(out.data);
+  const auto* i = static_cast<const char*>(in.data);
+  const size_t got = static_cast<size_t>(rows) * row_bytes;
+  if (got > 0 && in.num_bytes() > 0 && o < i + in.num_bytes() && i < o + got)
+    return Status::invalid_argument(where + "overlaps the input");
+  return Status::ok();
+}
+
+// Alltoall: fills rows sent to / received from each rank for `rank` of `size` from the
+// response's matrix (rows src -> dst), sets the handle's received splits and returns the
+// bytes of one row. *dest gets where the received rows go: the caller's output
+// (HandleState::into) when it can take them, else the handle's own result, sized here.
+// When the caller's output cannot take them, *unfit says why (naming the tensor): the
+// executor still runs the exchange (into the handle's result), so that no peer waits on
+// this rank, and returns *unfit afterwards.
 inline size_t prepare_alltoall_output(const Response& r, int rank, int size, TensorEntry& e,
-                                      std::vector<int64_t>* send_rows, std::vector<int64_t>* recv_rows) {
+                                      std::vector<int64_t>* send_rows, std::vector<int64_t>* recv_rows,
+                                      void** dest, Status* unfit) {
   const Shape& shape = e.view.shape;
   const size_t row_bytes =
       static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end()))) * dtype_size(r.dtype);
@@ -52,11 +83,20 @@ inline size_t prepare_alltoall_output(const Response& r, int rank, int size, Ten
     total += (*recv_rows)[j];
   }
   e.handle->received_splits = *recv_rows;
+  *unfit = Status::ok();
+  if (e.handle->has_into) {
+    *unfit = alltoall_into_problem(e.request.name, e.view, e.handle->into, total, row_bytes, *recv_rows);
+    if (unfit->is_ok()) {
+      *dest = e.handle->into.data;
+      return row_bytes;
+    }
+  }
   Tensor& out = e.handle->gathered;
   out.dtype = r.dtype;
   out.shape = shape;
   out.shape[0] = total;
   out.bytes.resize(static_cast<size_t>(total) * row_bytes);
+  *dest = out.bytes.data();
   return row_bytes;
 }
 

@@ -45,6 +45,11 @@ struct HandleState {
   // from each rank. Written by the coordinator before done.
   Tensor gathered;
   std::vector<int64_t> received_splits;
+  // Alltoall into the caller's memory (kolo::alltoall's output forms): the received rows go
+  // to `into` instead of `gathered` when it can take them (prepare_alltoall_output). Set
+  // before the submission is queued; read-only afterwards.
+  TensorView into;
+  bool has_into = false;
 
   // Grouped collectives. A member's state (never seen by the user) hands its outcome and
   // result to its group's state when it completes; the group's state completes with the

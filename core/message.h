@@ -105,6 +105,17 @@ struct Response {
   bool operator==(const Response&) const = default;
 };
 
+// Sets r's dtype, reduce op, device, root and scale factors to q's (what a response for q
+// carries of its request beyond names and sizes).
+inline void copy_op_fields(const Request& q, Response* r) {
+  r->dtype = q.dtype;
+  r->reduce_op = q.reduce_op;
+  r->device = q.device;
+  r->root = q.root;
+  r->prescale = q.prescale;
+  r->postscale = q.postscale;
+}
+
 struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;

@@ -363,12 +363,7 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
   r.names.resize(1);
   r.names[0] = name;
   r.process_set = set_id_;
-  r.dtype = first.dtype;
-  r.reduce_op = first.reduce_op;
-  r.device = first.device;
-  r.root = first.root;
-  r.prescale = first.prescale;
-  r.postscale = first.postscale;
+  copy_op_fields(first, &r);
   r.error.clear();
   r.sizes.resize(1);
   r.joined.clear();

@@ -219,9 +219,15 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
 }
 
 // `req` is the request's header (kind, reduce op, root, scales); the queue fills in the rest.
-Handle submit(const TensorView& t, const std::string& name, Request req) {
+// `into`: an alltoall's output in the caller's memory (checked against the received rows
+// when the collective runs: prepare_alltoall_output).
+Handle submit(const TensorView& t, const std::string& name, Request req, const TensorView* into = nullptr) {
   auto state = std::make_shared<detail::HandleState>(name, req.kind);
   Handle h(state);
+  if (into != nullptr) {
+    state->into = *into;
+    state->has_into = true;
+  }
   Submitting in;  // until the push: shutdown() waits for it
   Runtime* rt = nullptr;
   if (Status s = check_submission(t, name, req, &rt); !s.is_ok()) {
@@ -452,6 +458,50 @@ Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, con
 
 Tensor alltoall(const TensorView& input, const std::string& name, const ProcessSet& set) {
   return alltoall_async(input, name, set).output();
+}
+
+namespace {
+// The output forms' checks this rank makes alone, before queueing (the rest, which needs the
+// received splits, when the collective runs).
+Status check_alltoall_into(const TensorView& input, const TensorView& output, const std::string& name) {
+  KOLO_RETURN_IF_ERROR(validate(output, name, "alltoall"));
+  if (!input.device.is_cpu() || !output.device.is_cpu())
+    return Status::invalid_argument("alltoall \"" + name + "\": the form with an output takes CPU tensors only (input on " +
+                                    device_name(input.device) + ", output on " + device_name(output.device) + ")");
+  if (output.shape.empty())
+    return Status::invalid_argument("alltoall \"" + name + "\": output is a scalar (it needs a first dimension)");
+  return Status::ok();
+}
+}  // namespace
+
+Handle alltoall_async(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
+                      const std::string& name, const ProcessSet& set) {
+  if (Status s = check_alltoall_into(input, output, name); !s.is_ok()) return failed(name, OpKind::kAlltoall, s);
+  if (splits.empty())
+    return failed(name, OpKind::kAlltoall,
+                  Status::invalid_argument("alltoall \"" + name +
+                                           "\": splits is empty; pass one split per rank, or call the even-split "
+                                           "form (no splits argument)"));
+  Request q = set_request(OpKind::kAlltoall, set);
+  q.splits = splits;
+  return submit(input, name, std::move(q), &output);
+}
+
+Handle alltoall_async(const TensorView& input, const TensorView& output, const std::string& name,
+                      const ProcessSet& set) {
+  if (Status s = check_alltoall_into(input, output, name); !s.is_ok()) return failed(name, OpKind::kAlltoall, s);
+  return submit(input, name, set_request(OpKind::kAlltoall, set), &output);
+}
+
+void alltoall(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
+              const std::string& name, std::vector<int64_t>* received_splits, const ProcessSet& set) {
+  Handle h = alltoall_async(input, output, splits, name, set);
+  synchronize(h);
+  if (received_splits) *received_splits = h.received_splits();
+}
+
+void alltoall(const TensorView& input, const TensorView& output, const std::string& name, const ProcessSet& set) {
+  synchronize(alltoall_async(input, output, name, set));
 }
 
 Handle reducescatter_async(const TensorView& input, const std::string& name, const AllreduceOptions& o) {

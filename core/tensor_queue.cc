@@ -55,7 +55,8 @@ void TensorQueue::enqueue(uint32_t slot, const TensorView& view, const std::stri
 
 bool TensorQueue::wake_locked() {
   // A coordinator that already has a wake-up pending needs no second one.
-  last_push_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  if (note_push_times_.load(std::memory_order_relaxed))
+    last_push_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   const bool notify = !wake_;
   wake_ = true;
   wake_hint_.store(true, std::memory_order_release);

@@ -108,8 +108,11 @@ class TensorQueue {
   // coordinator's spin reads it without taking the mutex).
   bool maybe_work() const { return wake_hint_.load(std::memory_order_acquire); }
   // When the last push (push, push_group; refused ones too) happened: steady-clock
-  // nanoseconds since its epoch. Lock-free, for the coordinator's burst deferral.
+  // nanoseconds since its epoch, once note_push_times(true) was called (else 0: a clock
+  // reading per push costs the burst of small tensors more than the deferral needs).
+  // Lock-free, for the coordinator's burst deferral.
   int64_t last_push_ns() const { return last_push_ns_.load(std::memory_order_relaxed); }
+  void note_push_times(bool on) { note_push_times_.store(on, std::memory_order_relaxed); }
   // Fails every pending entry with `reason` and refuses later pushes with it.
   void close(const Status& reason);
   // Wakes a waiting coordinator (used by shutdown).
@@ -145,6 +148,7 @@ class TensorQueue {
   bool wake_ = false;               // guarded by mu_: work arrived since the last take
   std::atomic<bool> wake_hint_{false};  // == wake_, written under mu_, read without it
   std::atomic<int64_t> last_push_ns_{0};
+  std::atomic<bool> note_push_times_{false};
   std::shared_ptr<detail::HandleState> join_;  // guarded by mu_: the pending join
   bool join_sent_ = false;                     // guarded by mu_: take_join returned it
 };

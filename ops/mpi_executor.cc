@@ -189,8 +189,10 @@ Status MpiExecutor::allgather(const Response& r, std::vector<TensorEntry>& entri
 Status MpiExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entries) {
   TensorEntry& e = entries.at(0);
   std::vector<int64_t> send_rows, recv_rows;
-  const size_t row_bytes = prepare_alltoall_output(r, rank_, size_, e, &send_rows, &recv_rows);
-  if (row_bytes == 0) return Status::ok();
+  void* dest = nullptr;
+  Status unfit;
+  const size_t row_bytes = prepare_alltoall_output(r, rank_, size_, e, &send_rows, &recv_rows, &dest, &unfit);
+  if (row_bytes == 0) return unfit;
   std::vector<int> sc(static_cast<size_t>(size_)), sd(sc.size()), rc(sc.size()), rd(sc.size());
   int64_t s_at = 0, r_at = 0;
   for (size_t j = 0; j < sc.size(); ++j) {
@@ -207,12 +209,12 @@ Status MpiExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entrie
   MPI_Type_contiguous(static_cast<int>(row_bytes), MPI_BYTE, &row);
   MPI_Type_commit(&row);
   phase(entries, "MPI_ALLTOALLV");
-  Status s = mpi_status(MPI_Alltoallv(e.view.data, sc.data(), sd.data(), row, e.handle->gathered.bytes.data(),
+  Status s = mpi_status(MPI_Alltoallv(e.view.data, sc.data(), sd.data(), row, dest,
                                       rc.data(), rd.data(), row, comm_),
                         "MPI_Alltoallv");
   phase(entries, "");
   MPI_Type_free(&row);
-  return s;
+  return s.is_ok() ? unfit : s;
 }
 
 // One MPI_Reduce_scatter per tensor (the grouped form's members arrive as separate responses).

@@ -104,6 +104,28 @@ Handle alltoall_async(const TensorView& input, const std::string& name, const Pr
 Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
                 std::vector<int64_t>* received_splits = nullptr, const ProcessSet& process_set = {});
 Tensor alltoall(const TensorView& input, const std::string& name, const ProcessSet& process_set = {});
+// Alltoall into `output` (CPU tensors only): as above, but the rows received land in the
+// first rows of `output`, which must have input's dtype and dimensions after the first,
+// room for every row received (a first dimension of at least their sum; the rows after
+// them are left alone), and must not overlap `input`. Its memory must stay valid and
+// untouched until the handle completes. The handle then holds no result (output() is an
+// empty tensor); received_splits() says how many rows came from each rank. Where `output`
+// lies in allocate_shared memory (kolo/memory.h) the peers write their rows straight into
+// it; elsewhere the rows still cross once where they can (read from the peers' inputs).
+// A null, negative-dimension or GPU `output` fails the handle at once on this rank. An
+// output of another dtype or shape, too small for the rows received, or overlapping the
+// input is found when the collective runs: the exchange then still completes on every
+// rank (this rank's rows land in a result of kolo's, which is dropped), the peers succeed,
+// and this rank's handle fails with a message naming the tensor, the output and the splits.
+Handle alltoall_async(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
+                      const std::string& name, const ProcessSet& process_set = {});
+Handle alltoall_async(const TensorView& input, const TensorView& output, const std::string& name,
+                      const ProcessSet& process_set = {});
+void alltoall(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
+              const std::string& name, std::vector<int64_t>* received_splits = nullptr,
+              const ProcessSet& process_set = {});
+void alltoall(const TensorView& input, const TensorView& output, const std::string& name,
+              const ProcessSet& process_set = {});
 
 // Reducescatter: reduces `input` (the same shape on every rank, at least one dimension) over
 // all ranks with options.op / prescale / postscale as allreduce does (kAverage by default, as

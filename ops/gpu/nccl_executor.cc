@@ -267,7 +267,10 @@ Status NcclExecutor::to_host(Tensor& out) {
 Status NcclExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entries) {
   TensorEntry& e = entries.at(0);
   std::vector<int64_t> send_rows, recv_rows;
-  const size_t row_bytes = prepare_alltoall_output(r, rank_, size_, e, &send_rows, &recv_rows);
+  // GPU tensors have no output form (runtime.cc refuses it): the result is the handle's.
+  void* dest = nullptr;
+  Status unfit;
+  const size_t row_bytes = prepare_alltoall_output(r, rank_, size_, e, &send_rows, &recv_rows, &dest, &unfit);
   Tensor& out = e.handle->gathered;
   if (row_bytes == 0) return Status::ok();
   KOLO_RETURN_IF_ERROR(gather_.reserve(std::max<size_t>(1, out.bytes.size())));

@@ -20,6 +20,7 @@
 #include "core/logging.h"
 #include "ops/cpu_reduce.h"
 #include "ops/shm/shm_group.h"
+#include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_kernels.h"
 #include "ops/shm/shm_result_pool.h"
 
@@ -30,8 +31,11 @@ namespace {
 struct InputNote {
   int64_t pid;
   uint64_t address;     // of its input
-  uint64_t out_offset;  // of its result in its region of the result pool, or ShmResultPool::kNone
+  uint64_t out_offset;  // of its result in its region of `out_in`, or ShmResultPool::kNone
+  uint64_t out_in;      // kInPool or kInArena
 };
+constexpr uint64_t kInPool = 0;
+constexpr uint64_t kInArena = 1;
 
 // Copies `bytes` at `remote` in process `pid` to `local`: one copy, made by the kernel.
 // An empty string, or why it failed (the call and the errno text).
@@ -53,8 +57,8 @@ std::string read_peer(int64_t pid, char* local, uint64_t remote, size_t bytes) {
 
 }  // namespace
 
-// Step 1: every rank writes its pid, input address and result offset (in the pool, if its
-// result lies there) into its slot and arrives. Then each rank copies its block for every
+// Step 1: every rank writes its pid, input address and result offset (in the pool or the
+// arena, if its result lies there) into its slot and arrives. Then each rank copies its block for every
 // peer whose result is pooled straight into it, and a rank whose result is not pooled reads
 // its blocks from the peers' inputs with process_vm_readv (a peer's input stays valid: the
 // peer waits at step 2). Step 2: every rank publishes whether it got all its blocks, and
@@ -64,7 +68,8 @@ std::string read_peer(int64_t pid, char* local, uint64_t remote, size_t bytes) {
 // rank), and the caller runs the slot path over the same, untouched inputs.
 Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<size_t>& m,
                                   const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                                  const ShmResultPool* pool, const CallDesc& desc, bool* done) {
+                                  const ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc,
+                                  bool* done) {
   const int n = opts_.local_size;
   const int r = opts_.local_rank;
   const auto N = static_cast<size_t>(n);
@@ -72,12 +77,17 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
   *done = false;
   const uint64_t e = sync_.next_step();
   KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
-  const size_t mine = pool != nullptr ? pool->offset_of(out, recv_lo[N]) : ShmResultPool::kNone;
-  const InputNote note{static_cast<int64_t>(::getpid()), reinterpret_cast<uint64_t>(in), mine};
+  size_t mine = pool != nullptr ? pool->offset_of(out, recv_lo[N]) : ShmResultPool::kNone;
+  uint64_t mine_in = kInPool;
+  if (mine == ShmResultPool::kNone && arena != nullptr) {
+    const size_t at = arena->offset_of(out, recv_lo[N]);
+    if (at != ShmArena::kNone) mine = at, mine_in = kInArena;
+  }
+  const InputNote note{static_cast<int64_t>(::getpid()), reinterpret_cast<uint64_t>(in), mine, mine_in};
   std::memcpy(slot(e, r), &note, sizeof note);
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
-  // Push: this rank's block for d lands in d's pooled result, after d's blocks from ranks < r.
+  // Push: this rank's block for d lands in d's shared result, after d's blocks from ranks < r.
   for (int k = 1; k < n; ++k) {
     const int d = (r + k) % n;  // every rank starts with a different peer
     InputNote peer;
@@ -85,7 +95,8 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
     if (peer.out_offset == ShmResultPool::kNone || at(r, d) == 0) continue;
     size_t into = 0;
     for (int s = 0; s < r; ++s) into += at(s, d);
-    copy_bytes(pool->region(d) + peer.out_offset + into, in + send_lo[d], at(r, d));
+    char* region = peer.out_in == kInArena ? arena->region(d) : pool->region(d);
+    copy_bytes(region + peer.out_offset + into, in + send_lo[d], at(r, d));
   }
   uint8_t flag = 0;  // 0: got every block; 1: a read failed; 2: cross-memory attach is off
   std::string failed;
@@ -127,7 +138,8 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
   return Status::ok();
 }
 
-Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>& m, const ShmResultPool* pool) {
+Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>& m, const ShmResultPool* pool,
+                           const ShmArena* arena) {
   KOLO_RETURN_IF_ERROR(usable());
   const int n = opts_.local_size;
   const int r = opts_.local_rank;
@@ -151,11 +163,12 @@ Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>&
     for (size_t d = 0; d < N; ++d)
       if (s != d) most = std::max(most, m[s * N + d]);
   const CallDesc desc = detail::describe_alltoallv(m);
-  // The same choice on every rank: the pool is on all or none, single_copy_ changes on all.
+  // The same choice on every rank: the pool and the arena are each on all or none,
+  // single_copy_ changes on all.
   if (n > 1 && ((pool != nullptr && most >= opts_.pool_direct_min_bytes) ||
                 (single_copy_ && most >= opts_.single_copy_min_bytes))) {
     bool done = false;
-    KOLO_RETURN_IF_ERROR(alltoallv_direct(i, o, m, sd, rd, pool, desc, &done));
+    KOLO_RETURN_IF_ERROR(alltoallv_direct(i, o, m, sd, rd, pool, arena, desc, &done));
     if (done) return Status::ok();
   }
   copy_bytes(o + rd[r], i + sd[r], m[static_cast<size_t>(r) * N + static_cast<size_t>(r)]);

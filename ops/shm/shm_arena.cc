@@ -78,4 +78,10 @@ bool ShmArena::contains(const void* p, size_t bytes) const {
   return c >= lo && c <= lo + bytes_per_rank_ && bytes <= static_cast<size_t>(lo + bytes_per_rank_ - c);
 }
 
+size_t ShmArena::offset_of(const void* p, size_t bytes) const {
+  if (!contains(p, bytes)) return kNone;
+  const auto at = static_cast<size_t>(static_cast<const char*>(p) - region(local_rank_));
+  return at + bytes <= used_ ? at : kNone;
+}
+
 }  // namespace kolo::shm

@@ -70,6 +70,10 @@ class ShmArena {
   char* region(int rank) const { return base_ + static_cast<size_t>(rank) * bytes_per_rank_; }
   // True when [p, p + bytes) lies in this rank's region.
   bool contains(const void* p, size_t bytes) const;
+  // Where [p, p + bytes) lies in this rank's region when it is within what allocate() has
+  // handed out; kNone otherwise.
+  static constexpr size_t kNone = ~size_t{0};
+  size_t offset_of(const void* p, size_t bytes) const;
 
  private:
   ShmArena() = default;

@@ -297,14 +297,18 @@ Status ShmExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entrie
   const int n = group_->local_size();
   std::vector<int64_t> send_rows, recv_rows;
   size_t row_bytes = 0;
+  void* dest = nullptr;
+  Status unfit;
   {
-    // The result is allocated in the pool where it fits: the peers then write into it.
+    // A result kolo allocates goes in the pool where it fits: the peers then write into it
+    // (as into a caller's output in the arena).
     kolo::detail::TensorSourceScope from_pool(pool_);
-    row_bytes = prepare_alltoall_output(r, group_->local_rank(), n, e, &send_rows, &recv_rows);
+    row_bytes = prepare_alltoall_output(r, group_->local_rank(), n, e, &send_rows, &recv_rows, &dest, &unfit);
   }
   std::vector<size_t> bytes(r.sizes.size());
   for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<size_t>(r.sizes[k]) * row_bytes;
-  return group_->alltoallv(e.view.data, e.handle->gathered.bytes.data(), bytes, pool_);
+  KOLO_RETURN_IF_ERROR(group_->alltoallv(e.view.data, dest, bytes, pool_, arena_.get()));
+  return unfit;
 }
 
 Status ShmExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& entries) {

@@ -172,10 +172,11 @@ class ShmGroup {
   // Alltoall: `bytes` is the local_size x local_size matrix of byte counts, bytes[s * n + d]
   // sent by local rank s to local rank d (the same on every rank). `in` holds this rank's
   // blocks for ranks 0, 1, ... end to end; `out` receives the blocks from ranks 0, 1, ...
-  // end to end. in and out must not overlap. `pool`: the host's result pool (the same
-  // pool, or none, on every rank); where `out` lies in it, peers write their blocks there.
+  // end to end. in and out must not overlap. `pool`: the host's result pool, `arena` the
+  // host's shared gradient memory (each the same one, or none, on every rank); where `out`
+  // lies in either (in this rank's live blocks), peers write their blocks straight there.
   Status alltoallv(const void* in, void* out, const std::vector<size_t>& bytes,
-                   const ShmResultPool* pool = nullptr);
+                   const ShmResultPool* pool = nullptr, const ShmArena* arena = nullptr);
 
   // Reduce-scatter: every rank passes `count` elements; local rank d receives elements
   // [part_lo[d], part_lo[d + 1]) (part_lo has local_size + 1 entries, from 0 to count) of the
@@ -241,12 +242,12 @@ class ShmGroup {
                         double prescale, double postscale, Target target, const CallDesc& d);
 
   // alltoallv's direct path (shm_alltoall.cc): every block crosses once, written into a
-  // pooled result by its sender or read from the sender's input by the receiver. *done is
+  // result in the pool or the arena by its sender or read from the sender's input by the receiver. *done is
   // false where a rank could not get its blocks (single_copy_ then off for good on every
   // rank alike if a read failed); the caller then runs the slots.
   Status alltoallv_direct(const char* in, char* out, const std::vector<size_t>& m,
                           const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                          const ShmResultPool* pool, const CallDesc& desc, bool* done);
+                          const ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc, bool* done);
 
   Options opts_;
   SharedMapping mapping_;

@@ -1,4 +1,5 @@
 """alltoall, reducescatter and the grouped collectives of kolo.torch, against exact values."""
+import pytest
 import torch
 
 import kolo.torch as hvd
@@ -27,6 +28,45 @@ def test_alltoall_even_and_async():
     h = hvd.alltoall_async(ins[r])
     out = hvd.synchronize(h)
     assert torch.equal(out, torch.cat([ins[q][2 * r:2 * r + 2] for q in range(n)]))
+
+
+def test_alltoall_into_output():
+    n, r = hvd.size(), hvd.rank()
+    ins = [rank_data(204, q, (sum(splits_of(q, n)), 3), torch.float32) for q in range(n)]
+    want = torch.cat([ins[q][sum(splits_of(q, n)[:r]):][:splits_of(q, n)[r]] for q in range(n)])
+    rows = want.shape[0]
+    out = torch.full((rows + 2, 3), 7.0)  # room to spare: the last rows stay as they were
+    got, received = hvd.alltoall(ins[r], splits=splits_of(r, n), name="a2a.out", output=out)
+    assert got.data_ptr() == out.data_ptr() and torch.equal(got, want)
+    assert torch.equal(out[rows:], torch.full((2, 3), 7.0))
+    assert received.tolist() == [splits_of(q, n)[r] for q in range(n)]
+    # Reused across calls, even split, async; and a non-contiguous output (written back).
+    even = [rank_data(205, q, (2 * n, 3), torch.float32) for q in range(n)]
+    want = torch.cat([even[q][2 * r:2 * r + 2] for q in range(n)])
+    out = torch.zeros(2 * n, 3)
+    for _ in range(3):
+        out.fill_(0)
+        assert torch.equal(hvd.synchronize(hvd.alltoall_async(even[r], output=out)), want)
+    wide = torch.zeros(3, 2 * n + 4)
+    got = hvd.alltoall(even[r], name="a2a.out.strided", output=wide.t())
+    assert torch.equal(got, want) and torch.equal(wide.t()[:2 * n], want)
+
+
+def test_alltoall_into_output_errors_on_the_rank_at_fault():
+    n, r = hvd.size(), hvd.rank()
+    ins = [rank_data(206, q, (2 * n, 3), torch.float32) for q in range(n)]
+    want = torch.cat([ins[q][2 * r:2 * r + 2] for q in range(n)])
+    for bad in range(n):
+        if r == bad:
+            with pytest.raises(hvd.KoloError, match=r'alltoall "a2a.small.%d": output float32\[%d,3\] has room for'
+                               % (bad, 2 * n - 1)):
+                hvd.alltoall(ins[r], name="a2a.small.%d" % bad, output=torch.zeros(2 * n - 1, 3))
+            with pytest.raises(hvd.KoloError, match=r'"a2a.dtype.%d": output .*another dtype' % bad):
+                hvd.alltoall(ins[r], name="a2a.dtype.%d" % bad, output=torch.zeros(2 * n, 3, dtype=torch.float64))
+        else:
+            assert torch.equal(hvd.alltoall(ins[r], name="a2a.small.%d" % bad, output=torch.zeros(2 * n, 3)), want)
+            assert torch.equal(hvd.alltoall(ins[r], name="a2a.dtype.%d" % bad, output=torch.zeros(2 * n, 3)), want)
+        assert torch.equal(hvd.alltoall(ins[r], name="a2a.after.%d" % bad, output=torch.zeros(2 * n, 3)), want)
 
 
 def test_reducescatter_uneven_rows():

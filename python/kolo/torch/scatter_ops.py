@@ -14,10 +14,13 @@ def _member(t, what):
     return (t.data_ptr(), code, list(t.shape), mpi_ops._device(t))
 
 
-def alltoall_async(tensor, splits=None, name=None, process_set=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=None, output=None):
     """Starts sending rows of `tensor` to every rank: splits[j] rows to rank j (None: equal
-    shares). With `process_set`: one split per member, in set-rank order. synchronize()
-    returns what alltoall() returns."""
+    shares). With `process_set`: one split per member, in set-rank order. `output` (CPU,
+    as torch.distributed's all_to_all_single takes one): the rows received land in its first
+    rows (the rest are left alone); it must have the input's dtype and trailing dimensions
+    and room for them, else this rank's synchronize() raises KoloError naming the tensor (the
+    exchange still completes on every rank). synchronize() returns what alltoall() returns."""
     set_id = _set_id(process_set)
     name = _name("alltoall", name)
     work = tensor.detach().contiguous()
@@ -25,21 +28,42 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None):
     if splits is not None:
         split_list = [int(x) for x in (splits.tolist() if torch.is_tensor(splits) else splits)]
     code = mpi_ops._dtype_code(work, "alltoall")
-    h = _kolo.alltoall_async(work.data_ptr(), code, list(work.shape), split_list, name, mpi_ops._device(work),
-                             set_id)
+    if output is None:
+        h = _kolo.alltoall_async(work.data_ptr(), code, list(work.shape), split_list, name, mpi_ops._device(work),
+                                 set_id)
+        keep = (tensor, work)
+        result = lambda: _fetch(h, -1, tensor)
+    else:
+        out_code = mpi_ops._dtype_code(output, "alltoall (output)")
+        if output.device.type != "cpu" or work.device.type != "cpu":
+            raise TypeError("kolo.torch.alltoall: output= takes CPU tensors (input on %s, output on %s)" %
+                            (work.device, output.device))
+        # Written in place where contiguous; else into a contiguous copy, written back.
+        out_work = output.detach() if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
+        h = _kolo.alltoall_into_async(work.data_ptr(), code, list(work.shape), out_work.data_ptr(), out_code,
+                                      list(out_work.shape), split_list, name, set_id)
+        keep = (tensor, work, output, out_work)
+
+        def result():
+            rows = sum(h.received_splits())
+            if out_work.data_ptr() != output.data_ptr():
+                with torch.no_grad():
+                    output.narrow(0, 0, rows).copy_(out_work.narrow(0, 0, rows))
+            return output.narrow(0, 0, rows)
 
     def finish():
-        out = _fetch(h, -1, tensor)
+        out = result()
         if splits is None:
             return out
         return out, torch.tensor(h.received_splits(), dtype=torch.int32)
-    return _register(h, (tensor, work), finish)
+    return _register(h, keep, finish)
 
 
-def alltoall(tensor, splits=None, name=None, process_set=None):
+def alltoall(tensor, splits=None, name=None, process_set=None, output=None):
     """Rows received from ranks 0, 1, ... end to end; with `splits` given, also the number
-    of rows received from each rank (Horovod's (output, received_splits))."""
-    return synchronize(alltoall_async(tensor, splits, name, process_set))
+    of rows received from each rank (Horovod's (output, received_splits)). With `output`:
+    the received rows are its first rows, and the result is output[:rows] (a view of it)."""
+    return synchronize(alltoall_async(tensor, splits, name, process_set, output))
 
 
 def reducescatter_async(tensor, op=None, name=None, process_set=None, prescale_factor=1.0,
