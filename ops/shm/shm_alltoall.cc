@@ -37,6 +37,13 @@ struct InputNote {
 constexpr uint64_t kInPool = 0;
 constexpr uint64_t kInArena = 1;
 
+// What a rank publishes in its slot at the direct paths' last step.
+struct DoneNote {
+  uint8_t flag;          // 0: got every block; 1: a read failed; 2: cross-memory attach is off
+  uint64_t next_offset;  // its next result block in its region of the pool, or ShmResultPool::kNone
+  uint64_t next_room;    // that block's bytes
+};
+
 // Copies `bytes` at `remote` in process `pid` to `local`: one copy, made by the kernel.
 // An empty string, or why it failed (the call and the errno text).
 std::string read_peer(int64_t pid, char* local, uint64_t remote, size_t bytes) {
@@ -55,6 +62,23 @@ std::string read_peer(int64_t pid, char* local, uint64_t remote, size_t bytes) {
   return {};
 }
 
+// Rank r of n copies its block for every peer d (matrix m, its blocks at send_lo in `in`)
+// to result_of(d) — d's result — after d's blocks from ranks < r; nullptr: not to d.
+template <class F>
+void push_blocks(int r, int n, const std::vector<size_t>& m, const char* in, const std::vector<size_t>& send_lo,
+                 F result_of) {
+  const auto N = static_cast<size_t>(n);
+  for (int k = 1; k < n; ++k) {
+    const int d = (r + k) % n;  // every rank starts with a different peer
+    const size_t bytes = m[static_cast<size_t>(r) * N + static_cast<size_t>(d)];
+    char* to = bytes == 0 ? nullptr : result_of(d);
+    if (to == nullptr) continue;
+    size_t into = 0;
+    for (int s = 0; s < r; ++s) into += m[static_cast<size_t>(s) * N + static_cast<size_t>(d)];
+    copy_bytes(to + into, in + send_lo[d], bytes);
+  }
+}
+
 }  // namespace
 
 // Step 1: every rank writes its pid, input address and result offset (in the pool or the
@@ -68,7 +92,7 @@ std::string read_peer(int64_t pid, char* local, uint64_t remote, size_t bytes) {
 // rank), and the caller runs the slot path over the same, untouched inputs.
 Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<size_t>& m,
                                   const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                                  const ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc,
+                                  ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc,
                                   bool* done) {
   const int n = opts_.local_size;
   const int r = opts_.local_rank;
@@ -80,24 +104,20 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
   size_t mine = pool != nullptr ? pool->offset_of(out, recv_lo[N]) : ShmResultPool::kNone;
   uint64_t mine_in = kInPool;
   if (mine == ShmResultPool::kNone && arena != nullptr) {
-    const size_t at = arena->offset_of(out, recv_lo[N]);
-    if (at != ShmArena::kNone) mine = at, mine_in = kInArena;
+    const size_t where = arena->offset_of(out, recv_lo[N]);
+    if (where != ShmArena::kNone) mine = where, mine_in = kInArena;
   }
   const InputNote note{static_cast<int64_t>(::getpid()), reinterpret_cast<uint64_t>(in), mine, mine_in};
   std::memcpy(slot(e, r), &note, sizeof note);
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
-  // Push: this rank's block for d lands in d's shared result, after d's blocks from ranks < r.
-  for (int k = 1; k < n; ++k) {
-    const int d = (r + k) % n;  // every rank starts with a different peer
+  // Push: this rank's block for d lands in d's shared result.
+  push_blocks(r, n, m, in, send_lo, [&](int d) -> char* {
     InputNote peer;
     std::memcpy(&peer, slot(e, d), sizeof peer);
-    if (peer.out_offset == ShmResultPool::kNone || at(r, d) == 0) continue;
-    size_t into = 0;
-    for (int s = 0; s < r; ++s) into += at(s, d);
-    char* region = peer.out_in == kInArena ? arena->region(d) : pool->region(d);
-    copy_bytes(region + peer.out_offset + into, in + send_lo[d], at(r, d));
-  }
+    if (peer.out_offset == ShmResultPool::kNone) return nullptr;
+    return (peer.out_in == kInArena ? arena->region(d) : pool->region(d)) + peer.out_offset;
+  });
   uint8_t flag = 0;  // 0: got every block; 1: a read failed; 2: cross-memory attach is off
   std::string failed;
   if (mine == ShmResultPool::kNone) {
@@ -118,17 +138,29 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
     }
   }
   copy_bytes(out + recv_lo[r], in + send_lo[r], at(r, r));
+  // A rank whose result is pooled offers its next result block (a rank whose result lies
+  // elsewhere offers none: its next call would have to copy out of it). Where this result
+  // is the reserved block it is taken for good; otherwise the reserved block got nothing
+  // this call (the peers wrote at `mine`).
+  DoneNote done_note{flag, ShmResultPool::kNone, 0};
+  if (mine != ShmResultPool::kNone && mine_in == kInPool) {
+    bool taken = false;
+    if (pool->reserved(&taken) == mine && taken) pool->consume_reserved();
+    reserve_next(pool, recv_lo[N], &done_note.next_offset, &done_note.next_room);
+  }
   const uint64_t e2 = sync_.next_step();
   KOLO_RETURN_IF_ERROR(record(sync_.prepare(e2)));
-  *reinterpret_cast<volatile uint8_t*>(slot(e2, r)) = flag;
+  std::memcpy(slot(e2, r), &done_note, sizeof done_note);
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e2, desc)));
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e2)));
   bool all_got = true, read_failed = false;
   for (int s = 0; s < n; ++s) {
-    const uint8_t f = *reinterpret_cast<volatile uint8_t*>(slot(e2, s));
-    all_got = all_got && f == 0;
-    read_failed = read_failed || f == 1;
+    DoneNote theirs;
+    std::memcpy(&theirs, slot(e2, s), sizeof theirs);
+    all_got = all_got && theirs.flag == 0;
+    read_failed = read_failed || theirs.flag == 1;
   }
+  if (all_got && pool != nullptr) read_reserved(e2);
   if (read_failed) {
     single_copy_ = false;
     if (!failed.empty())
@@ -138,7 +170,88 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
   return Status::ok();
 }
 
-Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>& m, const ShmResultPool* pool,
+void ShmGroup::reserve_next(ShmResultPool* pool, size_t bytes, uint64_t* offset, uint64_t* room) {
+  *offset = ShmResultPool::kNone;
+  *room = 0;
+  if (bytes > opts_.reserve_max_bytes) return;
+  size_t held = 0;
+  const size_t at = pool->reserve(bytes, &held);
+  if (at == ShmResultPool::kNone) return;
+  *offset = at;
+  *room = held;
+}
+
+void ShmGroup::read_reserved(uint64_t e) {
+  const auto N = static_cast<size_t>(opts_.local_size);
+  next_offset_.resize(N);
+  next_room_.resize(N);
+  for (size_t s = 0; s < N; ++s) {
+    DoneNote theirs;
+    std::memcpy(&theirs, slot(e, static_cast<int>(s)), sizeof theirs);
+    next_offset_[s] = theirs.next_offset;
+    next_room_[s] = theirs.next_room;
+  }
+  reserved_at_ = e;
+}
+
+// Every rank decides alike: the same matrix, the same published blocks, the same step.
+bool ShmGroup::reserved_fits(const std::vector<size_t>& m) const {
+  if (reserved_at_ == 0 || reserved_at_ != sync_.step()) return false;  // a group step came in between
+  const auto N = static_cast<size_t>(opts_.local_size);
+  for (size_t d = 0; d < N; ++d) {
+    size_t total = 0, from_peers = 0;
+    for (size_t s = 0; s < N; ++s) {
+      total += m[s * N + d];
+      if (s != d) from_peers += m[s * N + d];
+    }
+    if (from_peers > 0 && (next_offset_[d] == ShmResultPool::kNone || next_room_[d] < total)) return false;
+  }
+  return true;
+}
+
+// The direct path in one step. At the previous call's last step every rank published its
+// next result block, reserved in the pool (take() hands it out first, and it is never free
+// while reserved), and no group step came in between: so every sender copies its block for
+// d straight into d's reserved block — whether or not d has reached this call yet — and
+// one step tells every rank its blocks arrived (and keeps every input valid until then).
+// A rank whose result is the reserved block is then done; one whose result lies elsewhere
+// (a caller's output, the heap) copies its blocks out of the reserved block after the step
+// and offers none for the next call, which then takes two steps again. Only ranks whose
+// result was pooled offer a block, so that is rare (a result that no longer fits the pool).
+Status ShmGroup::alltoallv_reserved(const char* in, char* out, const std::vector<size_t>& m,
+                                    const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
+                                    ShmResultPool* pool, const CallDesc& desc) {
+  const int r = opts_.local_rank;
+  const int n = opts_.local_size;
+  const auto N = static_cast<size_t>(n);
+  const uint64_t e = sync_.next_step();
+  KOLO_RETURN_IF_ERROR(record(sync_.prepare(e)));
+  push_blocks(r, n, m, in, send_lo,
+              [&](int d) { return pool->region(d) + next_offset_[static_cast<size_t>(d)]; });
+  const auto at = [&](int s, int d) { return m[static_cast<size_t>(s) * N + static_cast<size_t>(d)]; };
+  copy_bytes(out + recv_lo[r], in + send_lo[r], at(r, r));
+  bool pushed = false;  // whether peers write into this rank's reserved block
+  for (int s = 0; s < n; ++s) pushed = pushed || (s != r && at(s, r) > 0);
+  const uint64_t mine = next_offset_[static_cast<size_t>(r)];
+  const bool in_place = mine != ShmResultPool::kNone && pool->offset_of(out, recv_lo[N]) == mine;
+  DoneNote note{0, ShmResultPool::kNone, 0};
+  if (in_place) {
+    pool->consume_reserved();
+    reserve_next(pool, recv_lo[N], &note.next_offset, &note.next_room);
+  }
+  std::memcpy(slot(e, r), &note, sizeof note);
+  KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
+  KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
+  if (pushed && !in_place) {
+    const char* held = pool->region(r) + mine;
+    for (int s = 0; s < n; ++s)
+      if (s != r) copy_bytes(out + recv_lo[s], held + recv_lo[s], at(s, r));
+  }
+  read_reserved(e);
+  return Status::ok();
+}
+
+Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>& m, ShmResultPool* pool,
                            const ShmArena* arena) {
   KOLO_RETURN_IF_ERROR(usable());
   const int n = opts_.local_size;
@@ -165,6 +278,8 @@ Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>&
   const CallDesc desc = detail::describe_alltoallv(m);
   // The same choice on every rank: the pool and the arena are each on all or none,
   // single_copy_ changes on all.
+  if (n > 1 && pool != nullptr && most >= opts_.pool_direct_min_bytes && reserved_fits(m))
+    return alltoallv_reserved(i, o, m, sd, rd, pool, desc);
   if (n > 1 && ((pool != nullptr && most >= opts_.pool_direct_min_bytes) ||
                 (single_copy_ && most >= opts_.single_copy_min_bytes))) {
     bool done = false;

@@ -26,7 +26,9 @@
 //     written by each sender straight from its input (plain memcpy); a rank whose result
 //     is private memory reads its blocks out of the peers' inputs with process_vm_readv
 //     (Linux cross-memory attach, as Open MPI's shared-memory transport does). The ranks
-//     meet again before any returns. Two barriers in all. Where the kernel refuses
+//     meet again before any returns. Two barriers in all; one where the previous call
+//     (with no group step since) already told every rank where each receiver's next
+//     pooled result lies (each rank reserves its next result block then). Where the kernel refuses
 //     cross-memory attach (ptrace rules), every rank stops using it for good, and a call
 //     that needed it runs again through the slots.
 //   * reduce_scatter: the same sub-slots carry the pieces of each destination's part;
@@ -127,6 +129,10 @@ class ShmGroup {
     // alltoallv given a result pool: the direct path from blocks of this many bytes (one
     // copy, no system call, but a second barrier).
     size_t pool_direct_min_bytes = 16u << 10;
+    // alltoallv given a result pool: results up to this many bytes reserve the rank's next
+    // result block, so that the next call can skip the first barrier (0: never). Larger
+    // ones do not: a third block in rotation costs cache warmth where the barrier is cheap.
+    size_t reserve_max_bytes = 1u << 20;
   };
 
   // Out-of-band agreement among the local ranks (shm_segment.h); create() uses it twice.
@@ -176,7 +182,7 @@ class ShmGroup {
   // host's shared gradient memory (each the same one, or none, on every rank); where `out`
   // lies in either (in this rank's live blocks), peers write their blocks straight there.
   Status alltoallv(const void* in, void* out, const std::vector<size_t>& bytes,
-                   const ShmResultPool* pool = nullptr, const ShmArena* arena = nullptr);
+                   ShmResultPool* pool = nullptr, const ShmArena* arena = nullptr);
 
   // Reduce-scatter: every rank passes `count` elements; local rank d receives elements
   // [part_lo[d], part_lo[d + 1]) (part_lo has local_size + 1 entries, from 0 to count) of the
@@ -242,12 +248,22 @@ class ShmGroup {
                         double prescale, double postscale, Target target, const CallDesc& d);
 
   // alltoallv's direct path (shm_alltoall.cc): every block crosses once, written into a
-  // result in the pool or the arena by its sender or read from the sender's input by the receiver. *done is
-  // false where a rank could not get its blocks (single_copy_ then off for good on every
-  // rank alike if a read failed); the caller then runs the slots.
+  // result in the pool or the arena by its sender or read from the sender's input by the
+  // receiver. *done is false where a rank could not get its blocks (single_copy_ then off
+  // for good on every rank alike if a read failed); the caller then runs the slots.
   Status alltoallv_direct(const char* in, char* out, const std::vector<size_t>& m,
                           const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                          const ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc, bool* done);
+                          ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc, bool* done);
+  // The direct path in one step, where the previous call (with no group step since) told
+  // every rank each receiver's next result block (reserved in the pool): see shm_alltoall.cc.
+  bool reserved_fits(const std::vector<size_t>& m) const;
+  Status alltoallv_reserved(const char* in, char* out, const std::vector<size_t>& m,
+                            const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
+                            ShmResultPool* pool, const CallDesc& desc);
+  // At the direct paths' last step: this rank's next result block, to publish (pool->reserve).
+  void reserve_next(ShmResultPool* pool, size_t bytes, uint64_t* offset, uint64_t* room);
+  // After that step: every rank's published block, usable by the next call at step e + 1.
+  void read_reserved(uint64_t e);
 
   Options opts_;
   SharedMapping mapping_;
@@ -258,6 +274,10 @@ class ShmGroup {
   std::vector<const void*> srcs_;  // scratch: one source pointer per rank
   std::vector<std::byte> block_;   // scratch: one reduced block of allreduce_in_arena
   bool single_copy_ = true;        // cross-memory attach works between the local ranks
+  // alltoallv: each local rank's next result block in the pool (offset; room in bytes), as
+  // published at step reserved_at_ (0: none); offset ShmResultPool::kNone where a rank has none.
+  std::vector<uint64_t> next_offset_, next_room_;
+  uint64_t reserved_at_ = 0;
 };
 
 }  // namespace kolo::shm

@@ -36,25 +36,65 @@ Status ShmResultPool::create(const Options& o, const Agree& agree, ShmResultPool
   return Status::ok();
 }
 
-void* ShmResultPool::take(size_t bytes) {
-  const size_t want = (bytes + kPage - 1) / kPage * kPage;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (retired_ || want == 0) return nullptr;
+size_t ShmResultPool::carve(size_t want) {
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < want) continue;
     const size_t at = it->first;
     if (at + want > committed_) {
       // Commit up to the end of this block; a failure (full /dev/shm) leaves it to the heap.
-      if (!mapping_.commit(own_offset_ + committed_, at + want - committed_).is_ok()) return nullptr;
+      if (!mapping_.commit(own_offset_ + committed_, at + want - committed_).is_ok()) return kNone;
       committed_ = at + want;
     }
     const size_t rest = it->second - want;
     free_.erase(it);
     if (rest > 0) free_[at + want] = rest;
     live_[at] = want;
-    return own_ + at;
+    return at;
   }
-  return nullptr;
+  return kNone;
+}
+
+void* ShmResultPool::take(size_t bytes) {
+  const size_t want = (bytes + kPage - 1) / kPage * kPage;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (retired_ || want == 0) return nullptr;
+  if (reserved_ != kNone && !reserved_out_ && want <= reserved_bytes_) {
+    reserved_out_ = true;
+    return own_ + reserved_;
+  }
+  const size_t at = carve(want);
+  return at == kNone ? nullptr : own_ + at;
+}
+
+size_t ShmResultPool::reserve(size_t bytes, size_t* room) {
+  const size_t want = std::max(kPage, (bytes + kPage - 1) / kPage * kPage);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (retired_) return kNone;
+  if (reserved_ != kNone) {
+    if (reserved_out_) return kNone;
+    if (reserved_bytes_ < want) {
+      release(reserved_);
+      reserved_ = kNone;
+    }
+  }
+  if (reserved_ == kNone) {
+    const size_t at = carve(want);
+    if (at == kNone) return kNone;
+    reserved_ = at, reserved_bytes_ = want, reserved_out_ = false;
+  }
+  if (room != nullptr) *room = reserved_bytes_;
+  return reserved_;
+}
+
+size_t ShmResultPool::reserved(bool* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (out != nullptr) *out = reserved_out_;
+  return reserved_;
+}
+
+void ShmResultPool::consume_reserved() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reserved_ != kNone && reserved_out_) reserved_ = kNone, reserved_out_ = false;
 }
 
 bool ShmResultPool::holds(const void* p) const {
@@ -66,8 +106,17 @@ bool ShmResultPool::holds(const void* p) const {
 void ShmResultPool::give(void* p) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t at = static_cast<size_t>(static_cast<char*>(p) - own_);
+  if (at == reserved_) {  // back to reserved: a peer may write into it at the next alltoall
+    reserved_out_ = false;
+    return;
+  }
+  if (live_.find(at) == live_.end()) return;  // not a block of ours: cannot happen through TensorAllocator
+  release(at);
+  unmap_if_done();
+}
+
+void ShmResultPool::release(size_t at) {
   auto live = live_.find(at);
-  if (live == live_.end()) return;  // not a block of ours: cannot happen through TensorAllocator
   size_t lo = at, len = live->second;
   live_.erase(live);
   auto next = free_.lower_bound(at);
@@ -84,7 +133,6 @@ void ShmResultPool::give(void* p) noexcept {
     }
   }
   free_[lo] = len;
-  unmap_if_done();
 }
 
 size_t ShmResultPool::offset_of(const void* p, size_t bytes) const {
@@ -100,12 +148,15 @@ size_t ShmResultPool::offset_of(const void* p, size_t bytes) const {
 
 size_t ShmResultPool::live_blocks() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return live_.size();
+  return live_.size() - (reserved_ != kNone && !reserved_out_ ? 1 : 0);
 }
 
 void ShmResultPool::retire() {
   std::lock_guard<std::mutex> lock(mu_);
   retired_ = true;
+  if (reserved_ != kNone && !reserved_out_) release(reserved_);
+  reserved_ = kNone;  // one that is out is an ordinary block from here on
+  reserved_out_ = false;
   unmap_if_done();
 }
 

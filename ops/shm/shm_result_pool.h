@@ -59,8 +59,21 @@ class ShmResultPool final : public kolo::detail::TensorMemorySource {
   // Local rank `rank`'s region as mapped here (valid until retire()).
   char* region(int rank) const { return base_ + static_cast<size_t>(rank) * bytes_per_rank_; }
   size_t bytes_per_rank() const { return bytes_per_rank_; }
-  // Blocks handed out and not yet given back (for tests).
+  // Blocks handed out and not yet given back (for tests; a reserved block not out is not one).
   size_t live_blocks() const;
+
+  // Alltoall's next result (ShmGroup::alltoallv): a block of at least `bytes` held back for
+  // this rank's next result, so that peers may write into it before this rank asks for one.
+  // Returns its offset; kNone when none can be had, or while the reserved block is out (taken
+  // and not yet consumed). take() hands the reserved block out first where it fits; give()
+  // of it before consume_reserved() keeps it reserved — it is never free while a peer may
+  // write into it. A reserved block too small for `bytes` (and not out) is freed first.
+  // *room (if given) gets the block's bytes.
+  size_t reserve(size_t bytes, size_t* room = nullptr);
+  // The reserved block's offset (kNone: none); *out says whether it is taken.
+  size_t reserved(bool* out = nullptr) const;
+  // The reserved block, taken as a result, becomes an ordinary block (give() frees it).
+  void consume_reserved();
 
   // The owner is done: no more take(); the segment goes when the last block comes back.
   void retire();
@@ -69,6 +82,8 @@ class ShmResultPool final : public kolo::detail::TensorMemorySource {
   ShmResultPool() = default;
   ~ShmResultPool() = default;
   void unmap_if_done();  // mu_ held
+  size_t carve(size_t want);   // mu_ held: a live block of `want` bytes (whole pages), or kNone
+  void release(size_t at);     // mu_ held: the live block at `at` goes back to free_
 
   mutable std::mutex mu_;
   SharedMapping mapping_;                    // guarded by mu_ once created
@@ -81,6 +96,9 @@ class ShmResultPool final : public kolo::detail::TensorMemorySource {
   size_t committed_ = 0;                     // guarded by mu_: own region's committed prefix
   std::map<size_t, size_t> free_;            // guarded by mu_: offset -> bytes, merged
   std::map<size_t, size_t> live_;            // guarded by mu_: offset -> bytes
+  size_t reserved_ = kNone;                  // guarded by mu_: the reserved block (in live_)
+  size_t reserved_bytes_ = 0;                // guarded by mu_
+  bool reserved_out_ = false;                // guarded by mu_: taken, not yet consumed
 };
 
 }  // namespace kolo::shm

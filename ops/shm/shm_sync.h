@@ -79,6 +79,8 @@ class PeerSync {
 
   // The next step number (1, 2, ...). Every rank must take the same steps.
   uint64_t next_step() { return ++step_; }
+  // The last step handed out (0 before the first).
+  uint64_t step() const { return step_; }
 
   // Rule 3: waits until every rank has arrived at e-1. Call before writing step-e data.
   Status prepare(uint64_t e) { return e - 1 <= all_seen_ ? Status::ok() : wait_all(e - 1); }

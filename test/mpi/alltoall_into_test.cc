@@ -145,3 +145,63 @@ TEST_CASE("alltoall into an output: errors on the rank at fault, exact results o
   CHECK_THROWS_WITH(alltoall(input, TensorView{nullptr, DType::kFloat32, {1, 3}}, "a2a.into.null2"),
                     Catch::Contains("a2a.into.null2"));
 }
+
+// Blocks of 16 KB take the pool's direct path, and from the second call its one-step form
+// (each rank reserves its next result at the previous call). Errors and other collectives
+// right after a successful call, then more calls: every result exact.
+TEST_CASE("alltoall after errors right after a successful one: exact results", "[alltoall][errors]") {
+  const int n = size(), me = rank();
+  const int64_t row = 4096;  // int32: 16 KB per block
+  std::vector<int32_t> in(static_cast<size_t>(n * row));
+  auto fill = [&](int call) {
+    for (size_t i = 0; i < in.size(); ++i) in[i] = me * 1000000 + call * 10000 + static_cast<int32_t>(i % 9973);
+  };
+  auto exact = [&](int call, const int32_t* got) {
+    size_t wrong = 0;
+    for (int src = 0; src < n; ++src)
+      for (int64_t j = 0; j < row; ++j)
+        wrong += got[src * row + j] !=
+                 src * 1000000 + call * 10000 + static_cast<int32_t>(static_cast<size_t>(me * row + j) % 9973);
+    return wrong == 0;
+  };
+  const TensorView input = TensorView::of(in.data(), {n * row});
+  Tensor kept;  // the caller keeps the previous result, as a training loop does
+  auto call = [&](int k) {
+    fill(k);
+    kept = alltoall(input, "a2a.after-errors." + std::to_string(k));
+    INFO("call " << k);
+    REQUIRE(kept.shape == Shape{n * row});
+    CHECK(exact(k, kept.data<int32_t>()));
+  };
+  call(0);
+  call(1);
+  // Splits that do not add up on rank 0: every rank fails in negotiation.
+  std::vector<int64_t> bad(static_cast<size_t>(n), row);
+  if (me == 0) bad[0] = row + 1;
+  CHECK_THAT(wait_error(alltoall_async(input, bad, "a2a.after-errors.bad")), Catch::Contains("add up to"));
+  call(2);
+  // An output too small on rank n-1: it fails, its peers get exact rows.
+  fill(3);
+  std::vector<int32_t> small(static_cast<size_t>(n * row));
+  Handle h = alltoall_async(input, TensorView::of(small.data(), {me == n - 1 ? n * row - 1 : n * row}),
+                            "a2a.after-errors.small");
+  if (me == n - 1) {
+    CHECK_THAT(wait_error(h, 60), Catch::Contains("has room for"));
+  } else {
+    wait_ok(h);
+    CHECK(exact(3, small.data()));
+  }
+  call(4);
+  std::vector<float> v(8, 1.0f);
+  allreduce(TensorView::of(v), "a2a.after-errors.allreduce", {ReduceOp::kSum});
+  CHECK(v[0] == static_cast<float>(n));
+  call(5);
+  kept = Tensor();  // dropped before the call
+  call(6);
+  std::vector<int32_t> mine(static_cast<size_t>(n * row));  // into a caller's output, then back
+  fill(7);
+  alltoall(input, TensorView::of(mine.data(), {n * row}), "a2a.after-errors.into");
+  CHECK(exact(7, mine.data()));
+  call(8);
+  call(9);
+}

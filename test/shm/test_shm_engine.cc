@@ -47,6 +47,12 @@ std::string with_group(const ShmGroup::Options& o, const ShmGroup::Agree& agree,
   return fn(*g);
 }
 
+// A 1 MiB-per-rank result pool beside the group `name`; an empty string, or why not.
+std::string make_pool(const std::string& name, int rank, int n, const ShmGroup::Agree& agree, ShmResultPool** pool) {
+  Status made = ShmResultPool::create({name + "-r", rank, n, 1u << 20}, agree, pool);
+  return made.is_ok() ? std::string() : "pool: " + made.to_string();
+}
+
 void require_all_passed(const std::vector<RankOutcome>& out) {
   const std::string f = failures(out);
   INFO(f);
@@ -250,9 +256,10 @@ TEST_CASE("shm alltoallv delivers every block, through the slots, in one copy an
           std::vector<std::byte> got(want.size(), std::byte{0xee});
           std::byte* dst = got.data();
           if (pool != nullptr && rank != mode.private_rank && !want.empty()) {
+            // Not filled: after a pooled call, peers may already be writing into the block
+            // take() hands out (the reserved next result). Each case's bytes differ anyway.
             dst = static_cast<std::byte*>(pool->take(want.size()));
             if (dst == nullptr) return std::string("the pool gave no block");
-            std::fill(dst, dst + want.size(), std::byte{0xee});
           }
           Status s = g.alltoallv(in.data(), dst, m, pool);
           if (!s.is_ok()) return s.to_string();
@@ -517,8 +524,7 @@ TEST_CASE("shm alltoallv into pooled results beside a rank calling allreduce: a 
     ShmGroup::Options o = small_options(name, rank, n);
     o.pool_direct_min_bytes = 1;
     ShmResultPool* pool = nullptr;
-    Status made = ShmResultPool::create({name + "-r", rank, n, 1u << 20}, agree, &pool);
-    if (!made.is_ok()) return "pool: " + made.to_string();
+    if (std::string why = make_pool(name, rank, n, agree, &pool); !why.empty()) return why;
     std::string verdict = with_group(o, agree, [&](ShmGroup& g) -> std::string {
       const std::vector<size_t> m(static_cast<size_t>(n * n), 4096);
       std::vector<std::byte> in(4096 * static_cast<size_t>(n), std::byte{7});
@@ -540,6 +546,87 @@ TEST_CASE("shm alltoallv into pooled results beside a rank calling allreduce: a 
         return "message lacks the two calls: " + s.to_string();
       if (rank == 2 && !untouched) return std::string("a peer wrote into the result of the rank that called allreduce");
       return std::string();
+    });
+    if (pool->live_blocks() != 0) verdict += " (blocks still out)";
+    pool->retire();
+    return verdict;
+  }, kDeadline);
+  require_all_passed(out);
+}
+
+// alltoallv's one-step path: the previous call's last step publishes each rank's next result
+// block, reserved in the pool, and senders push into it before its owner has asked for it.
+// A reserved block taken and given back without a group step (an executor that fails
+// between allocating the result and alltoallv) must stay reserved: were it freed, a larger
+// block allocated next would start in it (first fit), and the peers' pushes would land there.
+TEST_CASE("shm alltoallv reserves each rank's next result; one given back unused stays reserved", "[shm][pool]") {
+  const int n = 3;
+  const auto N = static_cast<size_t>(n);
+  const size_t block = 5000, total = block * N;
+  const std::string name = unique_segment_name();
+  const std::vector<size_t> m(N * N, block);
+  auto byte_of = [](int call, int src, size_t i) { return static_cast<std::byte>((call * 31 + src * 7 + i) & 0xff); };
+  const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmResultPool* pool = nullptr;
+    if (std::string why = make_pool(name, rank, n, agree, &pool); !why.empty()) return why;
+    ShmGroup::Options o = small_options(name, rank, n);
+    o.pool_direct_min_bytes = 1;  // blocks of 5000 bytes take the direct path
+    std::string verdict = with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      // One call into `dst`; every byte checked.
+      auto run = [&](int call, std::byte* dst) -> std::string {
+        std::vector<std::byte> in(total);
+        for (size_t i = 0; i < total; ++i) in[i] = byte_of(call, rank, i);
+        // A pooled dst is not filled: peers may be writing into it already (each call's bytes differ).
+        if (pool->offset_of(dst, total) == ShmResultPool::kNone) std::fill(dst, dst + total, std::byte{0xee});
+        Status s = g.alltoallv(in.data(), dst, m, pool);
+        if (!s.is_ok()) return "call " + std::to_string(call) + ": " + s.to_string();
+        for (int src = 0; src < n; ++src)
+          for (size_t j = 0; j < block; ++j)
+            if (dst[static_cast<size_t>(src) * block + j] != byte_of(call, src, static_cast<size_t>(rank) * block + j))
+              return "call " + std::to_string(call) + ": wrong byte from rank " + std::to_string(src);
+        return std::string();
+      };
+      auto* kept = static_cast<std::byte*>(pool->take(total));  // a result the caller keeps
+      std::string v = run(0, kept);
+      if (!v.empty()) return v;
+      bool taken = true;
+      const size_t reserved = pool->reserved(&taken);
+      if (reserved == ShmResultPool::kNone || taken) return std::string("no block reserved after a pooled call");
+      std::byte* other = nullptr;  // rank 1: a larger block allocated after the reserved one went back
+      const size_t other_bytes = 3 * total;
+      if (rank == 1) {
+        auto* x = static_cast<std::byte*>(pool->take(total));
+        if (pool->offset_of(x, total) != reserved) return std::string("take() did not hand out the reserved block");
+        pool->give(x);  // the executor failed before alltoallv: no group step
+        if (pool->reserved(&taken) != reserved || taken) return std::string("the block given back is not reserved");
+        other = static_cast<std::byte*>(pool->take(other_bytes));
+        if (other == nullptr) return std::string("the pool gave no block");
+        std::fill(other, other + other_bytes, std::byte{0x5a});
+      }
+      auto intact = [&] {
+        return other == nullptr ||
+               std::all_of(other, other + other_bytes, [](std::byte b) { return b == std::byte{0x5a}; });
+      };
+      auto* next = static_cast<std::byte*>(pool->take(total));  // the reserved block
+      v = run(1, next);
+      if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one";
+      // Rank 1's result in private memory this time: its blocks arrive in its reserved block
+      // and are copied out; then nothing is on offer, and the next call takes two steps.
+      std::vector<std::byte> mine(total);
+      if (v.empty()) v = run(2, rank == 1 ? mine.data() : next);
+      if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one (call 2)";
+      // A group step in between: the next call cannot use the published blocks.
+      std::vector<std::byte> piece(64), all(64 * N);
+      if (v.empty()) {
+        Status s = g.allgatherv(piece.data(), all.data(), std::vector<size_t>(N, 64));
+        if (!s.is_ok()) v = "allgatherv: " + s.to_string();
+      }
+      for (int call = 3; call < 6 && v.empty(); ++call) v = run(call, next);
+      if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one (calls 3-5)";
+      pool->give(next);
+      pool->give(kept);
+      if (other != nullptr) pool->give(other);
+      return v;
     });
     if (pool->live_blocks() != 0) verdict += " (blocks still out)";
     pool->retire();
