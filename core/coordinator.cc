@@ -261,12 +261,21 @@ void Coordinator::loop() {
     bool activity = false;
     if (!pass(&activity)) break;
     lock.unlock();
-    if (activity) continue;
+    if (activity) {
+      helped_last_.store(false, std::memory_order_relaxed);
+      continue;
+    }
     const auto idle = Clock::now() - Clock::time_point(std::chrono::nanoseconds(last_activity_ns_.load()));
     if (topo_.size == 1) {
       // No peer can send anything: only this rank's own requests (which wake the queue) or a
       // shutdown (which notifies it) give work, so there is nothing to spin or poll for.
       queue_.wait_for_work(kSingleRankSleep);
+    } else if (helped_last_.load(std::memory_order_relaxed)) {
+      // Waiting threads ran the latest work (core/wait_help.h) and will run the next: a
+      // thread that polls or wakes often here takes the core of an engine thread in the
+      // middle of its collective (docs/benchmarks.md, "A blocking call does not wake the
+      // coordinator"). Sleep until a push that no waiter takes, or a helper that leaves work.
+      queue_.wait_for_work(microseconds(max_sleep_us_.load(std::memory_order_relaxed)));
     } else if (idle < kSpinWindow) {
       // A small collective's whole life on one host is a few microseconds.
       poll_then_yield(nullptr);

@@ -55,6 +55,9 @@ class Coordinator {
   static void note_signal(int signo);
   void join();
   bool running() const { return running_.load(); }
+  // Whether a thread waiting on a handle runs the passes itself (help() below): then a
+  // push by a thread about to wait need not wake the loop.
+  bool waiters_help() const { return helps_; }
   RuntimeStats stats() const;
   // Runs passes on the calling thread until `done`, the coordinator stops, or nothing
   // happens for the spin window; returns at once where waiters may not help (several
@@ -258,6 +261,9 @@ class Coordinator {
   std::atomic<int> helpers_{0};      // threads inside help(): the loop naps meanwhile
   int64_t defer_since_ns_ = 0;       // loop thread: when defer_burst began deferring (0: not)
   std::atomic<uint64_t> helped_passes_{0};  // passes with activity run inside help()
+  // The last pass with activity ran inside help(): waiters carry the work, so the idle loop
+  // sleeps (woken by a push no waiter takes) instead of spinning beside them.
+  std::atomic<bool> helped_last_{false};
   std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
   // The longest recent pass with activity, halved for every second since it ran (written
   // under engine_mu_, read by helpers with a deadline): what a bounded helper must leave.
