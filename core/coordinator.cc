@@ -330,8 +330,10 @@ Status Coordinator::root_cycle(bool* activity) {
     *activity = true;
     last_arrival_ = now;
   }
-  // An open round first: a lone small tensor's whole collective is there.
-  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
+  // An open round first: a lone small tensor's whole collective is there (fast_early).
+  bool ran = false;
+  KOLO_RETURN_IF_ERROR(fast_early(activity, &ran));
+  if (ran) return Status::ok();
   bool shutdown = shutdown_requested_.load();
   std::string reason;
   if (shutdown) {
@@ -487,8 +489,13 @@ Status Coordinator::worker_cycle(bool* activity) {
     KOLO_RETURN_IF_ERROR(backend_.channel().send_to_root(encode(out)));
     *activity = true;
   }
-  // An open round first: while it is open this rank must not start a list.
-  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
+  // An open round first: while it is open this rank must not start a list (fast_early).
+  bool ran = false;
+  KOLO_RETURN_IF_ERROR(fast_early(activity, &ran));
+  if (ran) {
+    size_t sending = 0;
+    return backend_.channel().progress(&sending);
+  }
   for (; !(board_ && board_->open());) {
     std::vector<uint8_t> bytes;
     bool got = false;

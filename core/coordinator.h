@@ -173,6 +173,9 @@ class Coordinator {
   void fast_note_table(const Request& q);
   Status fast_publish();
   Status fast_resolve(bool* activity);
+  // A pass's first step on the board: fast_step, offering new held tensors at once. *ran:
+  // a round ran and the pass may end here (never two passes in a row).
+  Status fast_early(bool* activity, bool* ran);
   Status fast_execute(const std::vector<uint32_t>& agreed);
   // take(r) for a response of fast_execute's plan, by the held tensors' queue slots where
   // the plan keeps fast_run_'s order (`*next`: the first of fast_run_ not taken yet).
@@ -228,6 +231,7 @@ class Coordinator {
   uint64_t fast_published_lists_ = ~uint64_t{0};  // lists_started_ at the last publish
   bool fast_dirty_ = false;           // fast_ grew since the last publish
   bool fast_paused_ = false;          // a join is in progress: everything goes to rank 0
+  bool fast_skipped_ = false;         // the last pass ended after a round (fast_early)
   std::set<std::string> fast_demoted_;  // names that go to rank 0 until they next execute
   std::vector<std::string> fast_demote_out_;  // rank 0: names to demote in the next list
   bool fast_pause_out_ = false;               // rank 0: pause everyone in the next list
