@@ -261,12 +261,21 @@ void Coordinator::loop() {
     bool activity = false;
     if (!pass(&activity)) break;
     lock.unlock();
-    if (activity) continue;
+    if (activity) {
+      helped_last_.store(false, std::memory_order_relaxed);
+      continue;
+    }
     const auto idle = Clock::now() - Clock::time_point(std::chrono::nanoseconds(last_activity_ns_.load()));
     if (topo_.size == 1) {
       // No peer can send anything: only this rank's own requests (which wake the queue) or a
       // shutdown (which notifies it) give work, so there is nothing to spin or poll for.
       queue_.wait_for_work(kSingleRankSleep);
+    } else if (helped_last_.load(std::memory_order_relaxed)) {
+      // Waiting threads ran the latest work (core/wait_help.h) and will run the next: a
+      // thread that polls or wakes often here takes the core of an engine thread in the
+      // middle of its collective (docs/benchmarks.md, "A blocking call does not wake the
+      // coordinator"). Sleep until a push that no waiter takes, or a helper that leaves work.
+      queue_.wait_for_work(microseconds(max_sleep_us_.load(std::memory_order_relaxed)));
     } else if (idle < kSpinWindow) {
       // A small collective's whole life on one host is a few microseconds.
       poll_then_yield(nullptr);
@@ -321,8 +330,10 @@ Status Coordinator::root_cycle(bool* activity) {
     *activity = true;
     last_arrival_ = now;
   }
-  // An open round first: a lone small tensor's whole collective is there.
-  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
+  // An open round first: a lone small tensor's whole collective is there (fast_early).
+  bool ran = false;
+  KOLO_RETURN_IF_ERROR(fast_early(activity, &ran));
+  if (ran) return Status::ok();
   bool shutdown = shutdown_requested_.load();
   std::string reason;
   if (shutdown) {
@@ -478,8 +489,13 @@ Status Coordinator::worker_cycle(bool* activity) {
     KOLO_RETURN_IF_ERROR(backend_.channel().send_to_root(encode(out)));
     *activity = true;
   }
-  // An open round first: while it is open this rank must not start a list.
-  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
+  // An open round first: while it is open this rank must not start a list (fast_early).
+  bool ran = false;
+  KOLO_RETURN_IF_ERROR(fast_early(activity, &ran));
+  if (ran) {
+    size_t sending = 0;
+    return backend_.channel().progress(&sending);
+  }
   for (; !(board_ && board_->open());) {
     std::vector<uint8_t> bytes;
     bool got = false;

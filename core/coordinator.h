@@ -55,6 +55,9 @@ class Coordinator {
   static void note_signal(int signo);
   void join();
   bool running() const { return running_.load(); }
+  // Whether a thread waiting on a handle runs the passes itself (help() below): then a
+  // push by a thread about to wait need not wake the loop.
+  bool waiters_help() const { return helps_; }
   RuntimeStats stats() const;
   // Runs passes on the calling thread until `done`, the coordinator stops, or nothing
   // happens for the spin window; returns at once where waiters may not help (several
@@ -170,6 +173,9 @@ class Coordinator {
   void fast_note_table(const Request& q);
   Status fast_publish();
   Status fast_resolve(bool* activity);
+  // A pass's first step on the board: fast_step, offering new held tensors at once. *ran:
+  // a round ran and the pass may end here (never two passes in a row).
+  Status fast_early(bool* activity, bool* ran);
   Status fast_execute(const std::vector<uint32_t>& agreed);
   // take(r) for a response of fast_execute's plan, by the held tensors' queue slots where
   // the plan keeps fast_run_'s order (`*next`: the first of fast_run_ not taken yet).
@@ -225,6 +231,7 @@ class Coordinator {
   uint64_t fast_published_lists_ = ~uint64_t{0};  // lists_started_ at the last publish
   bool fast_dirty_ = false;           // fast_ grew since the last publish
   bool fast_paused_ = false;          // a join is in progress: everything goes to rank 0
+  bool fast_skipped_ = false;         // the last pass ended after a round (fast_early)
   std::set<std::string> fast_demoted_;  // names that go to rank 0 until they next execute
   std::vector<std::string> fast_demote_out_;  // rank 0: names to demote in the next list
   bool fast_pause_out_ = false;               // rank 0: pause everyone in the next list
@@ -254,6 +261,9 @@ class Coordinator {
   std::atomic<int> helpers_{0};      // threads inside help(): the loop naps meanwhile
   int64_t defer_since_ns_ = 0;       // loop thread: when defer_burst began deferring (0: not)
   std::atomic<uint64_t> helped_passes_{0};  // passes with activity run inside help()
+  // The last pass with activity ran inside help(): waiters carry the work, so the idle loop
+  // sleeps (woken by a push no waiter takes) instead of spinning beside them.
+  std::atomic<bool> helped_last_{false};
   std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
   // The longest recent pass with activity, halved for every second since it ran (written
   // under engine_mu_, read by helpers with a deadline): what a bounded helper must leave.

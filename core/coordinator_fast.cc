@@ -160,6 +160,20 @@ Status Coordinator::fast_step(bool* activity, bool offer) {
   return fast_resolve(activity);
 }
 
+Status Coordinator::fast_early(bool* activity, bool* ran) {
+  // Offered at once, not after the lists (the loop's order, fast_step): with the lists of
+  // the steady state, none, a lone tensor's round opens before this pass polls MPI. Where a
+  // list did arrive, the round is void (the list counts differ) and is offered again after
+  // it; no round is ever wrong, as any rank may publish at any time (core/fast_board.h).
+  const uint64_t before = fast_collectives_.load(std::memory_order_relaxed);
+  KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/fast_dirty_));
+  // A round that ran ends the pass (its waiter is done), unless the last pass ended so:
+  // every other pass at least reaches the lists and the peers' messages.
+  *ran = fast_collectives_.load(std::memory_order_relaxed) != before && !fast_skipped_;
+  fast_skipped_ = *ran;
+  return Status::ok();
+}
+
 Status Coordinator::fast_resolve(bool* activity) {
   bool valid = false;
   int late = -1;

@@ -84,6 +84,7 @@ void Coordinator::help(const std::atomic<bool>& done, Clock::time_point deadline
     const auto after = Clock::now();
     if (activity) {
       helped_passes_.fetch_add(1, std::memory_order_relaxed);
+      helped_last_.store(true, std::memory_order_relaxed);
       last = after;
       continue;
     }
@@ -102,6 +103,8 @@ void Coordinator::wake_nap() {
     nap_wake_ = true;
   }
   nap_cv_.notify_one();
+  // The loop may be asleep on the queue instead (after helped passes, or idle).
+  queue_.notify();
 }
 
 }  // namespace kolo

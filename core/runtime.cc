@@ -60,6 +60,27 @@ class Submitting {
   Submitting& operator=(const Submitting&) = delete;
 };
 
+// Set on a thread for the push of a blocking call (allreduce(), broadcast(), ...): that thread
+// waits on the handle right after and, where waiters help (core/wait_help.h), runs the pass
+// itself, so the push leaves the coordinator asleep. Waking it would put a third thread on
+// the cores during the collective (docs/benchmarks.md, "A blocking call does not wake the
+// coordinator"). A helper that leaves work behind wakes it (Coordinator::help).
+thread_local bool t_waits_next = false;
+
+class WaitsNext {
+ public:
+  WaitsNext() : outer_(t_waits_next) { t_waits_next = true; }
+  ~WaitsNext() { t_waits_next = outer_; }
+  WaitsNext(const WaitsNext&) = delete;
+  WaitsNext& operator=(const WaitsNext&) = delete;
+
+ private:
+  bool outer_;
+};
+
+// Whether a push made now should wake the coordinator.
+bool wake_on_push(const Runtime& rt) { return !(t_waits_next && rt.coordinator->waiters_help()); }
+
 Status shut_down() {
   return Status::invalid_argument("kolo has been shut down (kolo::shutdown() was called, or the program is exiting); "
                          "it cannot run collectives or be initialised again in this process");
@@ -236,7 +257,7 @@ Handle submit(const TensorView& t, const std::string& name, Request req, const T
   }
   req.rank = rt->topo.rank;
   // The queue copies name, dtype, shape and device into its reused slot (no allocation).
-  rt->queue.push(t, name, req, std::move(state));
+  rt->queue.push(t, name, req, std::move(state), wake_on_push(*rt));
   return h;
 }
 
@@ -261,7 +282,7 @@ Handle submit_group(const std::vector<TensorView>& ts, const std::string& name, 
   req.group = name;
   req.group_size = static_cast<int32_t>(ts.size());
   // All members or none (two threads submitting one group name at once: one group runs).
-  rt->queue.push_group(ts, req, &members);
+  rt->queue.push_group(ts, req, &members, wake_on_push(*rt));
   return h;
 }
 
@@ -386,6 +407,7 @@ Handle allreduce_async(const TensorView& tensor, const std::string& name, Reduce
 }
 
 void allreduce(const TensorView& tensor, const std::string& name, const AllreduceOptions& options) {
+  WaitsNext waits;
   synchronize(allreduce_async(tensor, name, options));
 }
 
@@ -396,6 +418,7 @@ Handle broadcast_async(const TensorView& tensor, int root, const std::string& na
 }
 
 void broadcast(const TensorView& tensor, int root, const std::string& name, const ProcessSet& set) {
+  WaitsNext waits;
   synchronize(broadcast_async(tensor, root, name, set));
 }
 
@@ -404,6 +427,7 @@ Handle allgather_async(const TensorView& input, const std::string& name, const P
 }
 
 Tensor allgather(const TensorView& input, const std::string& name, const ProcessSet& set) {
+  WaitsNext waits;
   Handle h = allgather_async(input, name, set);
   return std::move(h).output();  // allgather: the same tensor as gathered(), moved out
 }
@@ -417,6 +441,7 @@ Handle allreduce_async(const TensorView& input, const TensorView& output, const 
 
 void allreduce(const TensorView& input, const TensorView& output, const std::string& name,
                const AllreduceOptions& options) {
+  WaitsNext waits;
   synchronize(allreduce_async(input, output, name, options));
 }
 
@@ -429,6 +454,7 @@ Handle broadcast_async(const TensorView& input, const TensorView& output, int ro
 
 void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name,
                const ProcessSet& set) {
+  WaitsNext waits;
   synchronize(broadcast_async(input, output, root, name, set));
 }
 
@@ -451,12 +477,14 @@ Handle alltoall_async(const TensorView& input, const std::string& name, const Pr
 
 Tensor alltoall(const TensorView& input, const std::vector<int64_t>& splits, const std::string& name,
                 std::vector<int64_t>* received_splits, const ProcessSet& set) {
+  WaitsNext waits;
   Handle h = alltoall_async(input, splits, name, set);
   if (received_splits) *received_splits = h.received_splits();
   return std::move(h).output();
 }
 
 Tensor alltoall(const TensorView& input, const std::string& name, const ProcessSet& set) {
+  WaitsNext waits;
   return alltoall_async(input, name, set).output();
 }
 
@@ -509,6 +537,7 @@ Handle reducescatter_async(const TensorView& input, const std::string& name, con
 }
 
 Tensor reducescatter(const TensorView& input, const std::string& name, const AllreduceOptions& o) {
+  WaitsNext waits;
   return reducescatter_async(input, name, o).output();
 }
 
@@ -524,6 +553,7 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const std
 }
 
 void grouped_allreduce(const std::vector<TensorView>& tensors, const std::string& name, const AllreduceOptions& o) {
+  WaitsNext waits;
   synchronize(grouped_allreduce_async(tensors, name, o));
 }
 
@@ -533,6 +563,7 @@ Handle grouped_allgather_async(const std::vector<TensorView>& inputs, const std:
 
 std::vector<Tensor> grouped_allgather(const std::vector<TensorView>& inputs, const std::string& name,
                                       const ProcessSet& set) {
+  WaitsNext waits;
   return grouped_allgather_async(inputs, name, set).outputs();
 }
 
@@ -543,6 +574,7 @@ Handle grouped_reducescatter_async(const std::vector<TensorView>& inputs, const 
 
 std::vector<Tensor> grouped_reducescatter(const std::vector<TensorView>& inputs, const std::string& name,
                                           const AllreduceOptions& o) {
+  WaitsNext waits;
   return grouped_reducescatter_async(inputs, name, o).outputs();
 }
 

@@ -64,7 +64,7 @@ bool TensorQueue::wake_locked() {
 }
 
 bool TensorQueue::push(const TensorView& view, const std::string& name, const Request& header,
-                       std::shared_ptr<detail::HandleState> handle) {
+                       std::shared_ptr<detail::HandleState> handle, bool wake) {
   Status why;
   bool notify = false;
   {
@@ -77,7 +77,7 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
       if (!fresh) why = duplicate(name, header);
       else enqueue(i, view, name, header, std::move(handle));
     }
-    notify = wake_locked();
+    notify = wake_locked() && wake;
   }
   if (notify) cv_.notify_one();
   if (!why.is_ok()) {
@@ -88,7 +88,7 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
 }
 
 bool TensorQueue::push_group(const std::vector<TensorView>& views, const Request& header,
-                             std::vector<std::shared_ptr<detail::HandleState>>* handles) {
+                             std::vector<std::shared_ptr<detail::HandleState>>* handles, bool wake) {
   Status why;
   bool notify = false;
   {
@@ -105,7 +105,7 @@ bool TensorQueue::push_group(const std::vector<TensorView>& views, const Request
         enqueue(entries_.acquire(name, &fresh), views[i], name, header, std::move((*handles)[i]));
       }
     }
-    notify = wake_locked();
+    notify = wake_locked() && wake;
   }
   if (notify) cv_.notify_one();
   if (why.is_ok()) return true;

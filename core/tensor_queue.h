@@ -54,15 +54,17 @@ class TensorQueue {
   // Queues one collective on `view` under `name`. `header` gives rank, kind, reduce op, root
   // and scale factors; name, dtype, shape and device are taken from `name` and `view`.
   // Returns false (and completes `handle` with an error) if the queue is closed or the name
-  // is reserved (pending or executing). Wakes the coordinator if it is waiting.
+  // is reserved (pending or executing). Wakes the coordinator if it is waiting, unless `wake`
+  // is false: the pushing thread waits on the handle next and runs the pass itself (the
+  // request is still marked as work, so a coordinator that looks finds it).
   bool push(const TensorView& view, const std::string& name, const Request& header,
-            std::shared_ptr<detail::HandleState> handle);
+            std::shared_ptr<detail::HandleState> handle, bool wake = true);
   // Queues a group's members (views[i] under (*handles)[i]->name) as one: every member or
   // none. If any member's name is reserved (or the queue is closed, or in a join) every
   // member's handle fails with that reason and nothing is queued, so two threads submitting
   // one group name at once never leave half of each group in flight. Moves the handles out.
   bool push_group(const std::vector<TensorView>& views, const Request& header,
-                  std::vector<std::shared_ptr<detail::HandleState>>* handles);
+                  std::vector<std::shared_ptr<detail::HandleState>>* handles, bool wake = true);
   // Swaps the requests queued since the last call into *out and returns how many there are:
   // (*out)[0..n) are the requests; elements past n are spare buffers the queue reuses.
   // `slots`, if given: (*slots)[i] is the slot of (*out)[i]'s name (what take_slots takes),
