@@ -133,6 +133,16 @@ const Tensor& Handle::output() const& {
   return state_->gathered;
 }
 
+int Handle::last_joined_rank() const {
+  const auto& s = must(state_);
+  if (!s.is_join) {
+    throw Error(Status::invalid_argument("kolo::Handle::last_joined_rank() on \"" + s.name +
+                                         "\": only the handle of kolo::join_async() has one"));
+  }
+  throw_if_error(status());
+  return state_->join_last_rank;
+}
+
 const std::vector<int64_t>& Handle::received_splits() const {
   const auto& s = must(state_);
   if (s.is_group || s.kind != OpKind::kAlltoall)

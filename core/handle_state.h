@@ -64,6 +64,7 @@ struct HandleState {
   // was made); handle.cc, kGroupWakePeriod.
   std::chrono::steady_clock::time_point last_wake{};
   int join_last_rank = -1;   // kolo::join(): the last rank to join; written before done
+  bool is_join = false;      // the handle of kolo::join_async()
 };
 
 // The state of a group of `members` collectives of `kind` named `name`, and of its members

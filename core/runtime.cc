@@ -625,17 +625,19 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const All
   return grouped_allreduce_async(tensors, auto_name(OpKind::kAllreduce, site), options);
 }
 
-int join() {
+Handle join_async() {
   auto state = std::make_shared<detail::HandleState>("kolo.join", OpKind::kAllreduce);
+  state->is_join = true;
   Handle h(state);
   {
     Submitting in;  // until the push: shutdown() waits for it
     if (g_closing.load(std::memory_order_seq_cst)) throw Error(shut_down());
     runtime().queue.push_join(state);
   }
-  synchronize(h);
-  return state->join_last_rank;
+  return h;
 }
+
+int join() { return join_async().last_joined_rank(); }
 
 void barrier(const std::string& name, const ProcessSet& set) {
   int32_t token = 0;

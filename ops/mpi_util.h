@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <string>
 
 #include "core/liveness.h"
@@ -23,6 +24,18 @@ Status mpi_status(int rc, const std::string& what);
 // collective cannot be cancelled, so MPI may still hold the buffer (docs/runtime.md).
 // `what` names the call in the messages ("MPI_Iallreduce").
 Status wait_request(MPI_Request* req, const char* what, Liveness* liveness);
+
+// ThreadSanitizer builds only (a no-op otherwise): declares `bytes` at `buf` a buffer of MPI
+// sends and receives whose races TSan is to ignore. Open MPI copies data out of a send buffer
+// and into a receive buffer on whichever thread runs its progress engine (any thread inside
+// any MPI call: the program's, kolo's heartbeat thread), and the completion synchronises
+// inside the uninstrumented library, so TSan took every word the owner touched afterwards as
+// a race; each one, suppressed, still cost a lookup in a list that grows with every address
+// (quadratic: ~1.4 s for 32K words, minutes for a 1 MB segment: the > 60 s TSan stall of the
+// cross-host tests, docs/correctness.md). TSan keeps every declaration for the process's
+// lifetime: declare long-lived buffers, once per allocation. Races on them between kolo's own
+// threads go unreported too.
+void mpi_buffer_for_tsan(const void* buf, size_t bytes);
 
 // Creates / frees the user-defined MPI ops for 16-bit floats. Call after MPI_Init and
 // before MPI_Finalize respectively.

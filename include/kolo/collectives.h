@@ -203,5 +203,9 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const All
 // inspector reports the collectives the joined ranks are waiting on meanwhile.
 // Thread safety: one join() per rank at a time; a second concurrent call throws.
 int join();
+// join() without blocking: the handle completes when every rank has joined (its
+// last_joined_rank() is then join()'s result). The rank is in the joined state from this
+// call until the handle completes; a second join_async() or join() meanwhile throws.
+Handle join_async();
 
 }  // namespace kolo

@@ -55,6 +55,9 @@ class [[nodiscard]] Handle {
   const std::vector<Tensor>& outputs() const&;
   // On an rvalue handle: the results moved out, as output() && does.
   std::vector<Tensor> outputs() &&;
+  // join_async() only: the last rank to join (blocks; throws on failure, and at once on the
+  // handle of anything else).
+  int last_joined_rank() const;
 
  private:
   std::shared_ptr<detail::HandleState> state_;

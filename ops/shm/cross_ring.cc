@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "ops/cpu_reduce.h"
@@ -61,55 +62,87 @@ Status CrossRing::begin(int slot, Op o) {
   }
   const size_t most = detail::Slicing(mine.count, size_, dtype_size(mine.dtype)).len(0);
   mine.active = true;
-  mine.incoming.resize(most * dtype_size(mine.dtype));
+  const size_t want = static_cast<size_t>(size_) * most * dtype_size(mine.dtype);
+  if (incoming_.size() <= static_cast<size_t>(slot)) incoming_.resize(static_cast<size_t>(slot) + 1);
+  std::vector<char>& in = incoming_[slot];
+  if (in.size() < want) {  // kept across calls: grows only, declared to TSan once per allocation
+    in.resize(want);
+    ops::mpi_buffer_for_tsan(in.data(), in.size());
+  }
+  mine.incoming = in.data();
   if (mine.acc != nullptr) mine.widened.resize(most);
   return post(slot);
 }
 
-// Step s < P-1 (reduce-scatter): send segment q-s on, receive segment q-s-1 into `incoming`.
-// Step P-1+t (allgather): send segment q+1-t on, receive segment q-t in place.
+// Step 0 (reduce-scatter): send this host's partial of segment h to host h, for every other
+// h; receive every other host's partial of segment q (this host's) into its place in
+// `incoming`. Step 1 (allgather): send the finished segment q to every other host; receive
+// each other host's finished segment in place. Every rank cuts segments and messages alike.
 Status CrossRing::post(int slot) {
   Op& o = ops_[slot];
   const int p = size_, q = rank_;
-  const int next = (q + 1) % p, prev = (q + p - 1) % p;
   const size_t esize = dtype_size(o.dtype);
-  const auto mod = [p](int x) { return ((x % p) + p) % p; };
-  int send_seg, recv_seg;
-  char* recv_to;
-  if (o.step < p - 1) {
-    send_seg = mod(q - o.step);
-    recv_seg = mod(q - o.step - 1);
-    recv_to = o.incoming.data();
-  } else {
-    const int t = o.step - (p - 1);
-    send_seg = mod(q + 1 - t);
-    recv_seg = mod(q - t);
-    recv_to = o.buf + seg_lo(o, recv_seg) * esize;
-  }
+  const size_t most = detail::Slicing(o.count, p, esize).len(0);
   const auto bytes = [&](int s) { return (seg_lo(o, s + 1) - seg_lo(o, s)) * esize; };
-  // Both segments in messages of kMessageBytes (the last shorter); every rank cuts alike.
-  const auto parts = [](size_t b) { return std::max<size_t>(1, (b + kMessageBytes - 1) / kMessageBytes); };
+  const auto at_seg = [&](int s) { return o.buf + seg_lo(o, s) * esize; };
+  // A segment in messages of kMessageBytes (the last shorter), all posted at once.
+  const auto transfer = [&](bool send, char* mem, size_t b, int peer) -> Status {
+    for (size_t at = 0; at < b || at == 0; at += kMessageBytes) {
+      const int len = static_cast<int>(std::min(kMessageBytes, b - at));
+      o.reqs.push_back(MPI_REQUEST_NULL);
+      const int rc = send ? MPI_Isend(mem + at, len, MPI_BYTE, peer, slot, comm_, &o.reqs.back())
+                          : MPI_Irecv(mem + at, len, MPI_BYTE, peer, slot, comm_, &o.reqs.back());
+      if (rc != MPI_SUCCESS) return ops::mpi_status(rc, send ? "MPI_Isend (cross-host)" : "MPI_Irecv (cross-host)");
+      if (b == 0) break;
+    }
+    return Status::ok();
+  };
   o.reqs.clear();
-  const size_t rb = bytes(recv_seg), sb = bytes(send_seg);
-  for (size_t k = 0, n = parts(rb); k < n; ++k) {
-    const size_t at = k * kMessageBytes, len = std::min(kMessageBytes, rb - std::min(rb, at));
-    o.reqs.push_back(MPI_REQUEST_NULL);
-    const int rc = MPI_Irecv(recv_to + at, static_cast<int>(len), MPI_BYTE, prev, slot, comm_, &o.reqs.back());
-    if (rc != MPI_SUCCESS) return ops::mpi_status(rc, "MPI_Irecv (cross-host ring)");
+  // Peers in the order q+1, q+2, ... (sends) and q-1, q-2, ... (receives): not all at host 0 first.
+  for (int k = 1; k < p; ++k) {
+    const int from = (q + p - k) % p;
+    char* to = o.step == 0 ? o.incoming + static_cast<size_t>(from) * most * esize : at_seg(from);
+    KOLO_RETURN_IF_ERROR(transfer(false, to, o.step == 0 ? bytes(q) : bytes(from), from));
   }
-  const char* from = o.buf + seg_lo(o, send_seg) * esize;
-  // 16-bit wire: the reduce-scatter sends this host's float32 partial rounded to 16 bits
-  // (staged in the result buffer, whose segment is not otherwise in use until the allgather).
-  if (o.acc != nullptr && o.step < p - 1) {
-    ops::narrow_half(o.buf + seg_lo(o, send_seg) * esize, o.acc + seg_lo(o, send_seg), sb / esize, o.dtype, 1.0f);
-  }
-  for (size_t k = 0, n = parts(sb); k < n; ++k) {
-    const size_t at = k * kMessageBytes, len = std::min(kMessageBytes, sb - std::min(sb, at));
-    o.reqs.push_back(MPI_REQUEST_NULL);
-    const int rc = MPI_Isend(from + at, static_cast<int>(len), MPI_BYTE, next, slot, comm_, &o.reqs.back());
-    if (rc != MPI_SUCCESS) return ops::mpi_status(rc, "MPI_Isend (cross-host ring)");
+  for (int k = 1; k < p; ++k) {
+    const int to = (q + k) % p;
+    // 16-bit wire: this host's float32 partial of segment `to`, rounded to 16 bits, staged in
+    // the result buffer (that segment is not otherwise in use until the allgather).
+    if (o.step == 0 && o.acc != nullptr) {
+      ops::narrow_half(at_seg(to), o.acc + seg_lo(o, to), bytes(to) / esize, o.dtype, 1.0f);
+    }
+    KOLO_RETURN_IF_ERROR(transfer(true, at_seg(o.step == 0 ? to : q), o.step == 0 ? bytes(to) : bytes(q), to));
   }
   return Status::ok();
+}
+
+// Segment q from every host's partial, combined in host order 0, 1, ..., P-1 whichever host
+// owns it (so the bits depend on the inputs, not on where the segments fall), then scaled
+// once and rounded once (16-bit wire).
+void CrossRing::combine(Op& o) {
+  const int p = size_, q = rank_;
+  const size_t esize = dtype_size(o.dtype);
+  const size_t most = detail::Slicing(o.count, p, esize).len(0);
+  const size_t lo = seg_lo(o, q), len = seg_lo(o, q + 1) - lo;
+  char* mine = o.buf + lo * esize;
+  const auto from = [&](int h) { return h == q ? mine : o.incoming + static_cast<size_t>(h) * most * esize; };
+  if (o.acc != nullptr) {
+    // This host's partial goes through the 16-bit format exactly as its peers' did.
+    ops::narrow_half(mine, o.acc + lo, len, o.dtype, 1.0f);
+    ops::widen_half(o.acc + lo, from(0), len, o.dtype, 1.0f);
+    for (int h = 1; h < p; ++h) {
+      ops::widen_half(o.widened.data(), from(h), len, o.dtype, 1.0f);
+      ops::combine_float(o.acc + lo, o.widened.data(), len, o.op);
+    }
+    ops::narrow_half(mine, o.acc + lo, len, o.dtype, o.factor);
+    return;
+  }
+  // Accumulate into host 0's values: this host's own where it is host 0, else host 0's
+  // received copy (then copied into place).
+  char* sum = from(0);
+  for (int h = 1; h < p; ++h) ops::reduce_into(sum, from(h), len, o.dtype, o.op);
+  if (sum != mine) std::memcpy(mine, sum, len * esize);
+  if (o.finish) o.finish(mine, len);
 }
 
 Status CrossRing::advance(int slot, bool* progressed) {
@@ -117,24 +150,11 @@ Status CrossRing::advance(int slot, bool* progressed) {
   int done = 0;
   KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Testall(static_cast<int>(o.reqs.size()), o.reqs.data(), &done,
                                                    MPI_STATUSES_IGNORE),
-                                       "MPI_Testall (cross-host ring)"));
+                                       "MPI_Testall (cross-host)"));
   if (!done) return Status::ok();
   *progressed = true;
-  const int p = size_;
-  const size_t esize = dtype_size(o.dtype);
-  if (o.step < p - 1) {
-    const int seg = ((rank_ - o.step - 1) % p + p) % p;
-    const size_t lo = seg_lo(o, seg), len = seg_lo(o, seg + 1) - lo;
-    if (o.acc != nullptr) {  // 16-bit wire: combine in float32; the owner rounds once more
-      ops::widen_half(o.widened.data(), o.incoming.data(), len, o.dtype, 1.0f);
-      ops::combine_float(o.acc + lo, o.widened.data(), len, o.op);
-      if (o.step == p - 2) ops::narrow_half(o.buf + lo * esize, o.acc + lo, len, o.dtype, o.factor);
-    } else {
-      ops::reduce_into(o.buf + lo * esize, o.incoming.data(), len, o.dtype, o.op);
-      if (o.step == p - 2 && o.finish) o.finish(o.buf + lo * esize, len);  // the one it owns
-    }
-  }
-  if (++o.step == 2 * (p - 1)) {
+  if (o.step == 0) combine(o);
+  if (++o.step == 2) {
     o.active = false;
     return Status::ok();
   }

@@ -1,7 +1,7 @@
 // The sliced allreduce across hosts (ops/shm/shm_hierarchical.h): host-local reduce-scatter,
-// a ring per slice between hosts, host-local allgather, pipelined over chunks. fp16/bf16:
-// the host-local reduce writes float32; between hosts the ring carries 16-bit values (each
-// partial rounded as it leaves a host; a sum or average is scaled in the host-local reduce
+// an exchange per slice between hosts (CrossRing), host-local allgather, pipelined over
+// chunks. fp16/bf16: the host-local reduce writes float32; between hosts travel 16-bit values
+// (each host's partial rounded once; a sum or average is scaled in the host-local reduce
 // so that partials stay in the range of the result) or, with KOLO_CROSS_HOST_HALF_WIRE=
 // float32, float32 values that each rank rounds once after the ring.
 //
@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "ops/cpu_reduce.h"
+#include "ops/mpi_util.h"
 #include "ops/shm/shm_hierarchical.h"
 #include "ops/shm/shm_pieces.h"
 
@@ -54,10 +55,18 @@ Status sliced_allreduce(ShmGroup& local, const HierarchicalComms& comms, std::sp
   const size_t most = detail::Slicing(chunk, n, esize).len(0);
   const size_t stage_bytes = most * dtype_size(accum);
   if (st.stage.size() < kSlicedInFlight) st.stage.resize(kSlicedInFlight);
+  // The buffers MPI sends from and receives into grow only; each allocation is declared to
+  // TSan as MPI's (ops/mpi_util.h, mpi_buffer_for_tsan).
   for (auto& b : st.stage) {
-    if (b.size() < stage_bytes) b.resize(stage_bytes);
+    if (b.size() < stage_bytes) {
+      b.resize(stage_bytes);
+      ops::mpi_buffer_for_tsan(b.data(), b.size());
+    }
   }
-  if (half && st.narrow.size() < kSlicedInFlight * most * esize) st.narrow.resize(kSlicedInFlight * most * esize);
+  if (half && st.narrow.size() < kSlicedInFlight * most * esize) {
+    st.narrow.resize(kSlicedInFlight * most * esize);
+    ops::mpi_buffer_for_tsan(st.narrow.data(), st.narrow.size());
+  }
   const auto narrowed = [&](int slot) { return st.narrow.data() + static_cast<size_t>(slot) * most * esize; };
   float factor = static_cast<float>(ops::post_factor(op, comms.global_size, postscale));
   // On the 16-bit wire a sum or average is scaled before it leaves the host (as PyTorch's

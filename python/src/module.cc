@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <tuple>
 
@@ -116,6 +117,72 @@ template <class F>
 PyHandle submit(F&& f) {
   py::gil_scoped_release nogil;
   return PyHandle{f()};
+}
+
+// barrier() and join() wait as Handle.wait() does (Ctrl-C raises KeyboardInterrupt within
+// kSignalCheck). An interrupted one stays submitted — kolo cannot take a collective back, and
+// peers that reach it complete it — so it is kept here: the next barrier() of the same name
+// and set, or the next join(), waits on it again instead of submitting a second. Kept for
+// the process's lifetime (never destroyed: no Handle outlives the runtime in a static
+// destructor); touched only with the GIL held.
+struct PendingBarrier {
+  std::string name;
+  int process_set;
+  Handle h;
+  std::unique_ptr<int32_t> token;  // the barrier's one-element allreduce; MPI may write it until done
+};
+std::vector<PendingBarrier>& pending_barriers() {
+  static auto* all = new std::vector<PendingBarrier>();
+  return *all;
+}
+Handle& pending_join() {
+  static auto* h = new Handle();
+  return *h;
+}
+
+// Waits on `h` checking signals, then raises its error if it failed.
+void finish(const Handle& h) {
+  wait_checking_signals(h, -1.0);
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = h.status();
+  }
+  throw_if_error(s);
+}
+
+void barrier_checking_signals(const std::string& name, int process_set) {
+  auto& all = pending_barriers();
+  const auto same = [&](const PendingBarrier& b) { return b.name == name && b.process_set == process_set; };
+  auto it = std::find_if(all.begin(), all.end(), same);
+  if (it == all.end()) {
+    auto token = std::make_unique<int32_t>(0);
+    AllreduceOptions o{ReduceOp::kSum, 1.0, 1.0, set_from_id(process_set)};
+    const TensorView v = TensorView::of(token.get(), {1});
+    Handle h = submit([&] { return kolo::allreduce_async(v, name, o); }).h;
+    all.push_back({name, process_set, h, std::move(token)});
+    it = std::prev(all.end());
+  }
+  const Handle h = it->h;
+  wait_checking_signals(h, -1.0);  // KeyboardInterrupt: the entry stays for the next call
+  // Done: forget it (found again: another thread may have changed the list meanwhile).
+  it = std::find_if(all.begin(), all.end(), same);
+  if (it != all.end()) all.erase(it);
+  finish(h);
+}
+
+int join_checking_signals() {
+  Handle& pending = pending_join();
+  if (!pending.valid()) {
+    py::gil_scoped_release nogil;
+    pending = kolo::join_async();
+  }
+  const Handle h = pending;
+  wait_checking_signals(h, -1.0);
+  pending = Handle();
+  finish(h);
+  py::gil_scoped_release nogil;
+  return h.last_joined_rank();
 }
 
 }  // namespace
@@ -280,21 +347,14 @@ PYBIND11_MODULE(_kolo, m) {
       },
       py::arg("members"), py::arg("name"), py::arg("op"), py::arg("prescale") = 1.0, py::arg("postscale") = 1.0,
       py::arg("process_set") = 0);
-  m.def(
-      "barrier",
-      [](const std::string& name, int process_set) {
-        const ProcessSet set = set_from_id(process_set);
-        py::gil_scoped_release nogil;
-        kolo::barrier(name, set);
-      },
-      py::arg("name") = "kolo.barrier", py::arg("process_set") = 0);
-  m.def(
-      "join",
-      [] {
-        py::gil_scoped_release nogil;
-        return kolo::join();
-      },
-      "Blocks until every rank has joined (kolo::join, kolo/collectives.h); returns the last rank to join");
+  m.def("barrier", &barrier_checking_signals, py::arg("name") = "kolo.barrier", py::arg("process_set") = 0,
+        "Blocks until every rank of the set has called barrier (kolo::barrier). Ctrl-C raises "
+        "KeyboardInterrupt at once; the barrier stays submitted, and the next barrier() of the same "
+        "name and set waits on it again");
+  m.def("join", &join_checking_signals,
+        "Blocks until every rank has joined (kolo::join, kolo/collectives.h); returns the last rank to "
+        "join. Ctrl-C raises KeyboardInterrupt at once; the rank stays joined, and the next join() "
+        "waits on the same join again");
   bind_process_sets(m);
   bind_kvstore(m);
 

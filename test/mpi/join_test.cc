@@ -1,5 +1,7 @@
 // kolo::join() for uneven data: ranks run out of data at different steps; the ranks still
 // training get exact results over the ranks that contributed; join() returns the last rank.
+#include <mpi.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -187,4 +189,36 @@ TEST_CASE("join: grouped allreduce waits only for ranks that have not joined; al
   CHECK(last >= 0);
   CHECK(last < joined);
   barrier("join.after-group");
+}
+
+TEST_CASE("join_async: the handle completes once every rank joined; a second join meanwhile is refused", "[join]") {
+  // The last rank joins only after the others have tried to join twice (an MPI barrier on
+  // this thread orders it); they poll their handle meanwhile, as a binding that checks for
+  // Ctrl-C does.
+  const int late = size() - 1;
+  Handle h;
+  if (rank() != late) {
+    h = join_async();
+    CHECK_THAT(wait_error(join_async()), Catch::Contains("already in join()"));
+    CHECK_THROWS_WITH(join(), Catch::Contains("already in join()"));
+    CHECK_FALSE(h.done());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank() == late) h = join_async();
+  while (!h.wait_for(std::chrono::milliseconds(50))) {
+  }
+  // The last rank as the coordinator saw the joins arrive (not necessarily `late`: a join
+  // travels on its rank's next cycle): the same on every rank.
+  const int last = h.last_joined_rank();
+  int lo = 0, hi = 0;
+  MPI_Allreduce(&last, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&last, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi);
+  CHECK((last >= 0 && last < size()));
+  std::vector<float> x(4, 1.0f);
+  Handle other = allreduce_async(TensorView::of(x), "join_async.after", AllreduceOptions{ReduceOp::kSum});
+  CHECK_THROWS_WITH(other.last_joined_rank(), Catch::Contains("only the handle of kolo::join_async()"));
+  wait_ok(other);
+  CHECK(x[0] == static_cast<float>(size()));
+  barrier("join_async.done");
 }

@@ -429,7 +429,9 @@ def join(device=-1):
     rank has joined and returns, on every rank, the last rank to join; afterwards every rank
     may submit (and join) again. `device` is accepted for Horovod's sake: kolo's join
     involves no tensor. Collectives on process sets other than the global one are not
-    completed for joined ranks; alltoall and reducescatter with a joined rank fail."""
+    completed for joined ranks; alltoall and reducescatter with a joined rank fail. Ctrl-C
+    raises KeyboardInterrupt at once; the rank stays joined and the next join() waits on the
+    same join again."""
     _need_init("join")
     if not isinstance(device, int) or isinstance(device, bool):
         raise TypeError("kolo.torch.join: device must be an int (Horovod's device id), got %r" % (device,))
@@ -437,5 +439,7 @@ def join(device=-1):
 
 
 def barrier(process_set=None):
-    """Returns once every rank (of `process_set`) has called barrier()."""
+    """Returns once every rank (of `process_set`) has called barrier(). Ctrl-C raises
+    KeyboardInterrupt at once; the barrier stays submitted and the next barrier() on the same
+    set waits on it again."""
     _kolo.barrier("kolo.barrier", _set_id(process_set))
