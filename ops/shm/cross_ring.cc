@@ -125,6 +125,12 @@ void CrossRing::combine(Op& o) {
   const size_t most = detail::Slicing(o.count, p, esize).len(0);
   const size_t lo = seg_lo(o, q), len = seg_lo(o, q + 1) - lo;
   char* mine = o.buf + lo * esize;
+  if (len == 0) {
+    // An empty segment (fewer elements than hosts): nothing was received, and the receive
+    // buffer may be unallocated (null), which memcpy and the kernels must not be handed.
+    if (o.acc == nullptr && o.finish) o.finish(mine, 0);
+    return;
+  }
   const auto from = [&](int h) { return h == q ? mine : o.incoming + static_cast<size_t>(h) * most * esize; };
   if (o.acc != nullptr) {
     // This host's partial goes through the 16-bit format exactly as its peers' did.
