@@ -3,34 +3,20 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-#include <system_error>
-
-#include <unistd.h>
 
 #include "nn/checkpoint.h"
 #include "nn/loss.h"
 #include "nn/models.h"
 #include "optimizer/optimizer.h"
+#include "scratch_dir.h"
 
 using namespace kolo::nn;
 namespace fs = std::filesystem;
 
 namespace {
 
-// One scratch folder per test process, removed with everything in it when the process exits
-// normally (Catch's main returns, so the static's destructor runs).
-struct ScratchDir {
-  fs::path path = fs::temp_directory_path() / ("kolo_ckpt_test_" + std::to_string(::getpid()));
-  ScratchDir() { fs::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ec;  // never throw from a destructor; a leftover folder is only litter
-    fs::remove_all(path, ec);
-  }
-};
-
 fs::path temp_file(const std::string& name) {
-  static ScratchDir dir;
-  return dir.path / name;
+  return kolo::test::scratch_dir() / name;
 }
 
 struct Trainee {
