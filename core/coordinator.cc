@@ -1,5 +1,6 @@
 // The coordinator loop (see core/coordinator.h and docs/runtime.md for the protocol). A
-// waiting thread's share of it (help()): core/coordinator_help.cc.
+// waiting thread's share of it (help()): core/coordinator_help.cc; what the loop does when
+// idle: core/coordinator_idle.cc.
 #include "core/coordinator.h"
 
 #include <algorithm>
@@ -21,15 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::microseconds;
 
-constexpr auto kMinSleep = microseconds(20);
-// While a waiting thread runs the passes (core/wait_help.h), the loop sleeps this long at a
-// time unless woken: the longest a push made right after a helper left, with no helper
-// since, waits for the loop.
-constexpr auto kHelperNap = std::chrono::milliseconds(1);
-
-// A single rank sleeps until its queue wakes it; this bounds only how late a signal kolo
-// intercepted is acted on.
-constexpr auto kSingleRankSleep = std::chrono::milliseconds(50);
 // Bound on every wait during shutdown.
 constexpr auto kShutdownBound = std::chrono::seconds(10);
 
@@ -239,23 +231,7 @@ bool Coordinator::pass(bool* activity) {
 
 void Coordinator::loop() {
   while (running_) {
-    if (helpers_.load() > 0) {
-      // A waiting thread runs the passes (core/wait_help.h): keep off the cores.
-      // Napping, not polling: a thread that wakes often preempts the helper it makes room
-      // for (a 20 us nap put a 35-40 us tail on every tenth 4 KB allreduce). A helper that
-      // leaves work behind wakes the nap (help()).
-      std::unique_lock<std::mutex> nap(nap_mu_);
-      nap_cv_.wait_for(nap, kHelperNap, [&] { return nap_wake_; });
-      nap_wake_ = false;
-      continue;
-    }
-    if (defer_burst()) {
-      // Napping as for a helper: a helper that leaves work behind ends the nap (help()).
-      std::unique_lock<std::mutex> nap(nap_mu_);
-      nap_cv_.wait_for(nap, microseconds(config_.burst_hold_us), [&] { return nap_wake_; });
-      nap_wake_ = false;
-      continue;
-    }
+    if (nap_for_helpers()) continue;  // core/coordinator_idle.cc
     std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
     if (!lock.owns_lock()) continue;  // a helper is inside a pass: it counted itself in first
     bool activity = false;
@@ -265,26 +241,7 @@ void Coordinator::loop() {
       helped_last_.store(false, std::memory_order_relaxed);
       continue;
     }
-    const auto idle = Clock::now() - Clock::time_point(std::chrono::nanoseconds(last_activity_ns_.load()));
-    if (topo_.size == 1) {
-      // No peer can send anything: only this rank's own requests (which wake the queue) or a
-      // shutdown (which notifies it) give work, so there is nothing to spin or poll for.
-      queue_.wait_for_work(kSingleRankSleep);
-    } else if (helped_last_.load(std::memory_order_relaxed)) {
-      // Waiting threads ran the latest work (core/wait_help.h) and will run the next: a
-      // thread that polls or wakes often here takes the core of an engine thread in the
-      // middle of its collective (docs/benchmarks.md, "A blocking call does not wake the
-      // coordinator"). Sleep until a push that no waiter takes, or a helper that leaves work.
-      queue_.wait_for_work(microseconds(max_sleep_us_.load(std::memory_order_relaxed)));
-    } else if (idle < kSpinWindow) {
-      // A small collective's whole life on one host is a few microseconds.
-      poll_then_yield(nullptr);
-    } else {
-      const auto max_sleep = microseconds(max_sleep_us_.load(std::memory_order_relaxed));
-      auto sleep = std::clamp(std::chrono::duration_cast<microseconds>(idle / 4), std::min(kMinSleep, max_sleep),
-                              max_sleep);
-      queue_.wait_for_work(sleep);
-    }
+    idle_wait();
   }
   // A signal kolo intercepted ends the process as the signal would have, now that every
   // peer has been told why.
@@ -292,21 +249,6 @@ void Coordinator::loop() {
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }
-}
-
-bool Coordinator::defer_burst() {
-  if (!helps_ || !config_.burst_defer || config_.burst_hold_us == 0 || !queue_.maybe_work()) {
-    defer_since_ns_ = 0;
-    return false;
-  }
-  const int64_t now = steady_ns(Clock::now());
-  const int64_t gap = int64_t{config_.burst_hold_us} * 1000;
-  if (defer_since_ns_ == 0) defer_since_ns_ = now;
-  if (now - queue_.last_push_ns() >= gap || now - defer_since_ns_ >= kDeferBursts * gap) {
-    defer_since_ns_ = 0;
-    return false;
-  }
-  return true;
 }
 
 Status Coordinator::root_cycle(bool* activity) {

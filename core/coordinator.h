@@ -72,13 +72,35 @@ class Coordinator {
   // One pass (REQUIRES: engine_mu_ held): a cycle, the dead-peer check, the statistics.
   // Sets *activity when anything happened; false once the coordinator has stopped.
   bool pass(bool* activity);
-  // The idle loop's short wait: polls the queue, the board and `done` (null: none) for
-  // ~2 µs, then yields. With help() in core/coordinator_help.cc.
+
+  // The idle policy (core/coordinator_idle.cc): what the loop thread does when it has no
+  // pass to run, so that it neither delays a peer nor takes a core from a waiting thread.
+  // Before a pass: naps (woken by wake_nap) while a waiter runs the passes or a burst is
+  // still being submitted (defer_burst); returns whether it napped, and the loop then
+  // starts over instead of running a pass.
+  bool nap_for_helpers();
+  // After a pass with no activity: one wait, by what ran last and how long ago (sleeps on
+  // the queue after helped passes, polls within kSpinWindow, then sleeps in growing steps
+  // up to KOLO_CYCLE_TIME; a single rank only sleeps on its queue).
+  void idle_wait();
+  // The loop, with KOLO_BURST_DEFER=1 where waiters help: whether to leave the requests in
+  // the queue for now because this rank is still submitting a burst (a request arrived less
+  // than KOLO_BURST_HOLD_MICROSECONDS ago) and no thread waits yet. The thread that submits
+  // the burst will wait for it and take it whole (core/wait_help.h): one board round and
+  // one fused collective, and no coordinator thread competing with the submitting thread
+  // for the cores. Bounded: kDeferBursts gaps at most, then the loop takes what is there.
+  bool defer_burst();
+  static constexpr int kDeferBursts = 20;
+  // The idle loop's short wait (and a helper's): polls the queue, the board and `done`
+  // (null: none) for ~2 µs, then yields.
   void poll_then_yield(const std::atomic<bool>* done);
+  // Ends the loop's nap, or its sleep on the queue, at once.
+  void wake_nap();
   // How long a rank keeps spinning after the last activity before it starts to sleep (and
   // a helper before it leaves): long enough to catch a peer's answer to what it just sent,
   // short enough to leave the core to training threads.
   static constexpr std::chrono::microseconds kSpinWindow{200};
+
   // One pass; sets *activity when anything happened. An error is fatal for the runtime.
   Status root_cycle(bool* activity);
   Status worker_cycle(bool* activity);
@@ -99,14 +121,6 @@ class Coordinator {
   // Rank 0: whether to hold this pass's ready tensors because a burst is still arriving
   // (core/burst_hold.h). Never holds a shutdown or autotune list.
   bool hold_burst(bool shutdown);
-  // The loop, with KOLO_BURST_DEFER=1 where waiters help: whether to leave the requests in
-  // the queue for now because this rank is still submitting a burst (a request arrived less
-  // than KOLO_BURST_HOLD_MICROSECONDS ago) and no thread waits yet. The thread that submits
-  // the burst will wait for it and take it whole (core/wait_help.h): one board round and
-  // one fused collective, and no coordinator thread competing with the submitting thread
-  // for the cores. Bounded: kDeferBursts gaps at most, then the loop takes what is there.
-  bool defer_burst();
-  static constexpr int kDeferBursts = 20;
   void stop(const Status& reason);
   // The dead-peer check (core/liveness.h): `now` forces one; ok on a single rank.
   Status peer_check(bool now, const char* during);
@@ -274,7 +288,6 @@ class Coordinator {
   std::mutex nap_mu_;                // the loop's nap while helpers run
   std::condition_variable nap_cv_;
   bool nap_wake_ = false;            // guarded by nap_mu_
-  void wake_nap();
 
   std::atomic<bool> shutdown_requested_{false};
   std::mutex reason_mu_;

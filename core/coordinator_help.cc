@@ -1,5 +1,5 @@
-// Coordinator::help (a thread waiting on a handle runs the passes: core/wait_help.h) and
-// the short poll it shares with the idle loop; the loop's nap is in core/coordinator.cc.
+// Coordinator::help (a thread waiting on a handle runs the passes: core/wait_help.h). The
+// short poll it shares with the idle loop, and the loop's nap: core/coordinator_idle.cc.
 #include <algorithm>
 #include <cmath>
 #include <thread>
@@ -11,16 +11,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Within the spin window, how long one pass watches the queue and the board before it
-// yields the core.
-constexpr auto kPollBurst = std::chrono::microseconds(2);
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 int64_t steady_ns(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -30,19 +20,6 @@ int64_t steady_ns(Clock::time_point t) {
 constexpr std::chrono::nanoseconds kMinPass = std::chrono::microseconds(50);
 
 }  // namespace
-
-// Watches the two signals that cost no syscall (this rank's queue, a peer's round on the
-// board) and `done` for a moment, then gives the core away.
-void Coordinator::poll_then_yield(const std::atomic<bool>* done) {
-  const auto until = Clock::now() + kPollBurst;
-  const auto quiet = [&] {
-    return !queue_.maybe_work() && !(board_ && board_->needs_attention()) &&
-           !(done && done->load(std::memory_order_relaxed));
-  };
-  while (quiet() && Clock::now() < until) cpu_relax();
-  if (quiet()) std::this_thread::yield();
-}
-
 
 void Coordinator::note_pass(int64_t now_ns, int64_t took_ns) {
   const int64_t held = long_pass_ns_.load(std::memory_order_relaxed);
@@ -93,22 +70,12 @@ void Coordinator::help(const std::atomic<bool>& done, Clock::time_point deadline
   }
   helpers_.fetch_sub(1);
   // Work left behind (this handle, or others this rank submitted) is the loop's again: end
-  // its nap now rather than at kHelperNap (core/coordinator.cc), and it polls again as after
+  // its nap now rather than at kHelperNap (core/coordinator_idle.cc), and it polls again as after
   // its own passes (a peer it waits for may come within microseconds).
   if (!done.load(std::memory_order_acquire) || queue_.has_pending()) {
     helped_last_.store(false, std::memory_order_relaxed);
     wake_nap();
   }
-}
-
-void Coordinator::wake_nap() {
-  {
-    std::lock_guard<std::mutex> lock(nap_mu_);
-    nap_wake_ = true;
-  }
-  nap_cv_.notify_one();
-  // The loop may be asleep on the queue instead (after helped passes, or idle).
-  queue_.notify();
 }
 
 }  // namespace kolo

@@ -50,6 +50,11 @@ struct HandleState {
   // before the submission is queued; read-only afterwards.
   TensorView into;
   bool has_into = false;
+  // Why `into` cannot be used, found at submit from what this rank knows alone (dtype,
+  // trailing dimensions, overlap with the input, null, scalar, device): the rank still takes
+  // part in the exchange (its peers get their rows), its received rows go to `gathered`,
+  // dropped, and the handle fails with this. Ok when `into` passed those checks.
+  Status into_error;
 
   // Grouped collectives. A member's state (never seen by the user) hands its outcome and
   // result to its group's state when it completes; the group's state completes with the

@@ -1,6 +1,7 @@
 // The public entry points of kolo/runtime.h and kolo/collectives.h: one process-wide
 // runtime (config, backend, queue, coordinator), created by init() and torn down by
 // shutdown() or at exit.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -241,13 +242,16 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
 
 // `req` is the request's header (kind, reduce op, root, scales); the queue fills in the rest.
 // `into`: an alltoall's output in the caller's memory (checked against the received rows
-// when the collective runs: prepare_alltoall_output).
-Handle submit(const TensorView& t, const std::string& name, Request req, const TensorView* into = nullptr) {
+// when the collective runs: prepare_alltoall_output); `into_error`: why it cannot be used,
+// found here (HandleState::into_error).
+Handle submit(const TensorView& t, const std::string& name, Request req, const TensorView* into = nullptr,
+              Status into_error = Status::ok()) {
   auto state = std::make_shared<detail::HandleState>(name, req.kind);
   Handle h(state);
   if (into != nullptr) {
     state->into = *into;
     state->has_into = true;
+    state->into_error = std::move(into_error);
   }
   Submitting in;  // until the push: shutdown() waits for it
   Runtime* rt = nullptr;
@@ -489,22 +493,46 @@ Tensor alltoall(const TensorView& input, const std::string& name, const ProcessS
 }
 
 namespace {
-// The output forms' checks this rank makes alone, before queueing (the rest, which needs the
-// received splits, when the collective runs).
+// The output forms' checks this rank makes alone, at submit. Whatever fails here, the rank
+// still takes part in the exchange (submit's into_error): refusing to submit would leave its
+// peers waiting for it. Only the room for the rows received is checked when the collective
+// runs (prepare_alltoall_output).
 Status check_alltoall_into(const TensorView& input, const TensorView& output, const std::string& name) {
-  KOLO_RETURN_IF_ERROR(validate(output, name, "alltoall"));
+  const std::string where = "alltoall \"" + name + "\": ";
+  if (static_cast<int>(output.dtype) >= kNumDTypes) return Status::invalid_argument(where + "output has an unknown dtype");
+  const std::string out = "output " + std::string(dtype_name(output.dtype)) + shape_string(output.shape) + " ";
+  if (std::any_of(output.shape.begin(), output.shape.end(), [](int64_t d) { return d < 0; }))
+    return Status::invalid_argument(where + out + "has a negative dimension");
+  if (output.data == nullptr && output.num_elements() > 0)
+    return Status::invalid_argument(where + out + "has a null data pointer");
   if (!input.device.is_cpu() || !output.device.is_cpu())
-    return Status::invalid_argument("alltoall \"" + name + "\": the form with an output takes CPU tensors only (input on " +
+    return Status::invalid_argument(where + "the form with an output takes CPU tensors only (input on " +
                                     device_name(input.device) + ", output on " + device_name(output.device) + ")");
   if (output.shape.empty())
-    return Status::invalid_argument("alltoall \"" + name + "\": output is a scalar (it needs a first dimension)");
+    return Status::invalid_argument(where + "output is a scalar (it needs a first dimension)");
+  const std::string in = "input " + std::string(dtype_name(input.dtype)) + shape_string(input.shape);
+  if (output.dtype != input.dtype) return Status::invalid_argument(where + out + "has another dtype than " + in);
+  if (!input.shape.empty() &&  // a scalar input fails in negotiation, on every rank
+      (output.shape.size() != input.shape.size() ||
+       !std::equal(input.shape.begin() + 1, input.shape.end(), output.shape.begin() + 1)))
+    return Status::invalid_argument(where + out + "does not match " + in + " beyond the first dimension");
+  const auto* o = static_cast<const char*>(output.data);
+  const auto* i = static_cast<const char*>(input.data);
+  if (output.num_bytes() > 0 && input.num_bytes() > 0 && o < i + input.num_bytes() && i < o + output.num_bytes())
+    return Status::invalid_argument(where + out + "overlaps the " + in);
   return Status::ok();
+}
+
+// Submits the output form: with `output` when it passed check_alltoall_into, else with why not.
+// An invalid input fails at once, as in every other form.
+Handle submit_into(const TensorView& input, const TensorView& output, const std::string& name, Request q) {
+  Status s = validate(input, name, "alltoall").is_ok() ? check_alltoall_into(input, output, name) : Status::ok();
+  return submit(input, name, std::move(q), &output, std::move(s));
 }
 }  // namespace
 
 Handle alltoall_async(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
                       const std::string& name, const ProcessSet& set) {
-  if (Status s = check_alltoall_into(input, output, name); !s.is_ok()) return failed(name, OpKind::kAlltoall, s);
   if (splits.empty())
     return failed(name, OpKind::kAlltoall,
                   Status::invalid_argument("alltoall \"" + name +
@@ -512,13 +540,12 @@ Handle alltoall_async(const TensorView& input, const TensorView& output, const s
                                            "form (no splits argument)"));
   Request q = set_request(OpKind::kAlltoall, set);
   q.splits = splits;
-  return submit(input, name, std::move(q), &output);
+  return submit_into(input, output, name, std::move(q));
 }
 
 Handle alltoall_async(const TensorView& input, const TensorView& output, const std::string& name,
                       const ProcessSet& set) {
-  if (Status s = check_alltoall_into(input, output, name); !s.is_ok()) return failed(name, OpKind::kAlltoall, s);
-  return submit(input, name, set_request(OpKind::kAlltoall, set), &output);
+  return submit_into(input, output, name, set_request(OpKind::kAlltoall, set));
 }
 
 void alltoall(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,

@@ -112,11 +112,13 @@ Tensor alltoall(const TensorView& input, const std::string& name, const ProcessS
 // empty tensor); received_splits() says how many rows came from each rank. Where `output`
 // lies in allocate_shared memory (kolo/memory.h) the peers write their rows straight into
 // it; elsewhere the rows still cross once where they can (read from the peers' inputs).
-// A null, negative-dimension or GPU `output` fails the handle at once on this rank. An
-// output of another dtype or shape, too small for the rows received, or overlapping the
-// input is found when the collective runs: the exchange then still completes on every
-// rank (this rank's rows land in a result of kolo's, which is dropped), the peers succeed,
-// and this rank's handle fails with a message naming the tensor, the output and the splits.
+// An output this rank can judge unusable alone (null, a negative dimension, a scalar, on a
+// GPU, another dtype than input's, other dimensions after the first, overlapping input
+// anywhere) is found at submit, and one too small for the rows received when the collective
+// runs. Either way this rank still takes part in the exchange, so its peers get their rows
+// and succeed (nobody waits for it); its own rows land in a result of kolo's, which is
+// dropped, `output` is not written, and its handle fails with a message naming the tensor,
+// the output and what is wrong (the received splits, for room).
 Handle alltoall_async(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
                       const std::string& name, const ProcessSet& process_set = {});
 Handle alltoall_async(const TensorView& input, const TensorView& output, const std::string& name,

@@ -3,6 +3,7 @@
 // output in allocate_shared memory (where there is any: peers write into it), and the
 // output errors taking turns on every rank: the rank at fault fails naming the tensor, its
 // peers get exact results, and the runtime is usable afterwards.
+#include <algorithm>
 #include <cstring>
 
 #include "kolo/memory.h"
@@ -87,13 +88,18 @@ TEST_CASE("alltoall into allocate_shared memory: exact rows, peers write into it
   CHECK(release_shared(out));
 }
 
+// Each output error on one rank at a time. All but "small" are found at submit, on that rank
+// alone; it still takes part in the exchange, so its peers get exact rows (none waits for
+// it), and its output is never written.
 TEST_CASE("alltoall into an output: errors on the rank at fault, exact results on its peers", "[alltoall][errors]") {
   const int n = size(), me = rank();
+  const size_t count = static_cast<size_t>(2 * n * 3);
   // Each rank sends 2 rows of 3 floats to every rank: 2n rows arrive.
-  std::vector<float> in(static_cast<size_t>(2 * n * 3));
+  std::vector<float> in(count);
   for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(me * 1000 + static_cast<int>(i));
+  const std::vector<float> sent = in;
   const TensorView input = TensorView::of(in.data(), {2 * n, 3});
-  auto exact = [&](const std::vector<float>& out) {
+  auto exact = [&](const float* out) {
     size_t wrong = 0;
     for (int src = 0; src < n; ++src)
       for (int k = 0; k < 6; ++k)
@@ -104,46 +110,68 @@ TEST_CASE("alltoall into an output: errors on the rank at fault, exact results o
     const char* tag;
     const char* says;
   };
-  const Case cases[] = {{"small", "has room for"}, {"dtype", "has another dtype"}, {"shape", "beyond the first"},
-                        {"overlap", "overlaps the input"}};
+  const Case cases[] = {{"small", "has room for"},
+                        {"dtype", "has another dtype than input float32"},
+                        {"shape", "beyond the first"},
+                        {"overlap", "overlaps the input"},
+                        {"tail", "overlaps the input"},  // only rows the exchange would not write overlap
+                        {"null", "null data pointer"},
+                        {"scalar", "is a scalar"}};
   for (const Case& c : cases) {
+    const std::string tag = c.tag;
     for (int bad = 0; bad < n; ++bad) {
-      const std::string name = std::string("a2a.into.bad.") + c.tag + "." + std::to_string(bad);
+      const std::string name = "a2a.into.bad." + tag + "." + std::to_string(bad);
       INFO(name << " on rank " << bad);
-      std::vector<float> out(static_cast<size_t>(2 * n * 3 + 6), -1.0f);
-      std::vector<int32_t> ints(out.size());
-      TensorView o = TensorView::of(out.data(), {2 * n, 3});
+      std::vector<float> out(count + 6, -1.0f);
+      std::vector<int32_t> ints(out.size(), -1);
+      std::vector<float> both(2 * count, -1.0f);  // "tail": the output, its second half the input
+      std::copy(in.begin(), in.end(), both.begin() + static_cast<std::ptrdiff_t>(count));
+      float scalar = -1.0f;
+      TensorView i = input, o = TensorView::of(out.data(), {2 * n, 3});
       if (me == bad) {
-        if (c.tag == std::string("small")) o.shape = {2 * n - 1, 3};
-        if (c.tag == std::string("dtype")) o = TensorView::of(ints.data(), {2 * n, 3});
-        if (c.tag == std::string("shape")) o.shape = {n, 6};
-        if (c.tag == std::string("overlap")) o = TensorView::of(in.data(), {2 * n, 3});
+        if (tag == "small") o.shape = {2 * n - 1, 3};
+        if (tag == "dtype") o = TensorView::of(ints.data(), {2 * n, 3});
+        if (tag == "shape") o.shape = {n, 6};
+        if (tag == "overlap") o = TensorView::of(in.data(), {2 * n, 3});
+        if (tag == "tail") {
+          i = TensorView::of(both.data() + count, {2 * n, 3});
+          o = TensorView::of(both.data(), {4 * n, 3});
+        }
+        if (tag == "null") o.data = nullptr;
+        if (tag == "scalar") o = TensorView::of(&scalar, {});
       }
-      Handle h = alltoall_async(input, o, name);
+      Handle h = alltoall_async(i, o, name);
       if (me == bad) {
         const std::string m = wait_error(h, 60);
         CHECK_THAT(m, Catch::Contains("alltoall \"" + name + "\": output") && Catch::Contains(c.says));
-        if (c.tag == std::string("small"))
+        if (tag == "small")
           CHECK_THAT(m, Catch::Contains("room for " + std::to_string(2 * n - 1) + " rows") &&
                             Catch::Contains("add up to " + std::to_string(2 * n)));
+        // Nothing written where this rank's output was.
+        CHECK(std::all_of(out.begin(), out.end(), [](float v) { return v == -1.0f; }));
+        CHECK(std::all_of(ints.begin(), ints.end(), [](int32_t v) { return v == -1; }));
+        CHECK(scalar == -1.0f);
+        CHECK(in == sent);
+        CHECK(std::all_of(both.begin(), both.begin() + static_cast<std::ptrdiff_t>(count),
+                          [](float v) { return v == -1.0f; }));
       } else {
         wait_ok(h);
-        CHECK(exact(out));
+        CHECK(exact(out.data()));
       }
       // Usable afterwards, on every rank, into an output again.
-      std::vector<float> again(static_cast<size_t>(2 * n * 3), -1.0f);
+      std::vector<float> again(count, -1.0f);
       alltoall(input, TensorView::of(again.data(), {2 * n, 3}), name + ".after");
-      CHECK(exact(again));
+      CHECK(exact(again.data()));
     }
   }
-  // Errors this rank sees alone fail at once (every rank passes them here: nothing is sent).
+  // The same error on every rank: every rank fails, and the blocking form throws.
   CHECK_THAT(wait_error(alltoall_async(input, TensorView{nullptr, DType::kFloat32, {2 * n, 3}}, "a2a.into.null")),
-             Catch::Contains("alltoall \"a2a.into.null\"") && Catch::Contains("null"));
-  float scalar = 0;
-  CHECK_THAT(wait_error(alltoall_async(input, TensorView::of(&scalar, {}), "a2a.into.scalar")),
-             Catch::Contains("output is a scalar"));
+             Catch::Contains("alltoall \"a2a.into.null\": output float32[" + std::to_string(2 * n) + ",3]"));
   CHECK_THROWS_WITH(alltoall(input, TensorView{nullptr, DType::kFloat32, {1, 3}}, "a2a.into.null2"),
                     Catch::Contains("a2a.into.null2"));
+  std::vector<float> again(count, -1.0f);
+  alltoall(input, TensorView::of(again.data(), {2 * n, 3}), "a2a.into.null.after");
+  CHECK(exact(again.data()));
 }
 
 // Blocks of 16 KB take the pool's direct path, and from the second call its one-step form

@@ -8,6 +8,7 @@
 #include "nn/loss.h"
 #include "nn/models.h"
 #include "optimizer/optimizer.h"
+#include "scratch_dir.h"
 
 using namespace kolo::nn;
 namespace fs = std::filesystem;
@@ -15,9 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path temp_file(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("kolo_ckpt_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d / name;
+  return kolo::test::scratch_dir() / name;
 }
 
 struct Trainee {

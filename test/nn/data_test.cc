@@ -8,17 +8,14 @@
 
 #include "nn/data.h"
 #include "nn/sampler.h"
+#include "scratch_dir.h"
 
 using namespace kolo::nn;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir() {
-  auto d = fs::temp_directory_path() / ("kolo_nn_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return kolo::test::scratch_dir(); }
 
 std::vector<uint8_t> idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims,
                                const std::vector<uint8_t>& data) {
