@@ -246,7 +246,7 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
 // found here (HandleState::into_error).
 Handle submit(const TensorView& t, const std::string& name, Request req, const TensorView* into = nullptr,
               Status into_error = Status::ok()) {
-  auto state = std::make_shared<detail::HandleState>(name, req.kind);
+  auto state = detail::make_handle_state(name, req.kind);
   Handle h(state);
   if (into != nullptr) {
     state->into = *into;
@@ -309,7 +309,7 @@ Status copy_for_out_of_place(const TensorView& input, const TensorView& output, 
 }
 
 Handle failed(const std::string& name, OpKind kind, Status s) {
-  auto state = std::make_shared<detail::HandleState>(name, kind);
+  auto state = detail::make_handle_state(name, kind);
   state->complete(std::move(s));
   return Handle(state);
 }
@@ -653,7 +653,7 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const All
 }
 
 Handle join_async() {
-  auto state = std::make_shared<detail::HandleState>("kolo.join", OpKind::kAllreduce);
+  auto state = detail::make_handle_state("kolo.join", OpKind::kAllreduce);
   state->is_join = true;
   Handle h(state);
   {

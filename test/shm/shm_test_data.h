@@ -39,7 +39,7 @@ std::string first_difference(const std::vector<std::byte>& got,
 // Element i of `buf` as a double (for messages and tolerance checks).
 double element(const std::byte* buf, size_t i, DType dtype);
 
-// Runs g.allreduce on this rank's input (split into `pieces` consecutive pieces) and
+// Runs g.allreduce on this rank's input (split into `pieces` pieces, listed out of order) and
 // compares with reference_allreduce bitwise. Returns "" or what differed, with the case.
 std::string check_allreduce(ShmGroup& g, uint64_t seed, size_t count, DType dtype, ReduceOp op,
                             double prescale, double postscale, int pieces = 1);
