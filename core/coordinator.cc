@@ -196,7 +196,10 @@ bool Coordinator::pass(bool* activity) {
   if (int sig = g_pending_signal.load(); sig != 0 && !shutdown_requested_)
     request_shutdown("rank " + std::to_string(topo_.rank) + " received signal " + std::to_string(sig) + " (" +
                      strsignal(sig) + ")");
+  // Two clock readings a pass: its start (the cycles' `now`) and its end (the peer check,
+  // the counters, and the helper's spin window: pass_end_).
   const auto cycle_start = Clock::now();
+  pass_start_ = cycle_start;
   const int64_t exec_before =
       execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
   Status s = topo_.rank == 0 ? root_cycle(activity) : worker_cycle(activity);
@@ -209,13 +212,14 @@ bool Coordinator::pass(bool* activity) {
     return false;
   }
   if (!running_) return false;
-  if (Status d = peer_check(false, topo_.rank == 0 ? "waiting for requests" : "waiting for rank 0's next list");
+  const auto now = Clock::now();
+  pass_end_ = now;
+  if (Status d = peer_check(false, topo_.rank == 0 ? "waiting for requests" : "waiting for rank 0's next list", now);
       !d.is_ok()) {
     stop(shutdown_instead(d));
     return false;
   }
   if (*activity) {
-    const auto now = Clock::now();
     active_cycles_.fetch_add(1, std::memory_order_relaxed);
     // Time of this pass outside the executors (each counter only grows, so a reader
     // between two passes never sees execution ahead of coordination).
@@ -252,13 +256,13 @@ void Coordinator::loop() {
 }
 
 Status Coordinator::root_cycle(bool* activity) {
-  // One clock reading per batch: the stall inspector needs no finer resolution.
-  auto now = Clock::now();
+  // One clock reading per batch (the pass's): the stall inspector needs no finer resolution.
+  auto now = pass_start_;
   const bool my_join = queue_.take_join();  // before the requests pushed ahead of it
   const size_t mine = queue_.take_requests(&requests_, &request_slots_);
   if (my_join) fast_pause(), fast_pause_out_ = board_ != nullptr;  // what it holds goes to the table first
   for (size_t i = 0; i < mine; ++i) {
-    const Request& q = requests_[i];
+    Request& q = requests_[i];  // fast_hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
     if (fast_hold(q, request_slots_[i], now)) continue;
     KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
@@ -386,10 +390,11 @@ Status Coordinator::root_cycle(bool* activity) {
   return backend_.channel().progress(&in_flight);
 }
 
-Status Coordinator::peer_check(bool now, const char* during) {
+Status Coordinator::peer_check(bool now, const char* during, std::chrono::steady_clock::time_point at) {
   Liveness* l = topo_.size > 1 ? backend_.liveness() : nullptr;
   if (l == nullptr) return Status::ok();
-  return now ? l->check_now(during) : l->check(during);
+  if (now) return l->check_now(during);
+  return at == Clock::time_point{} ? l->check(during) : l->check(during, at);
 }
 
 Status Coordinator::shutdown_instead(const Status& dead) {
@@ -415,9 +420,9 @@ Status Coordinator::worker_cycle(bool* activity) {
   out.requests.swap(fast_to_root_.requests);
   out.cached.swap(fast_to_root_.cached);
   const size_t mine = queue_.take_requests(&requests_, &request_slots_);
-  const auto now = mine > 0 ? Clock::now() : Clock::time_point{};  // one reading per batch
+  const auto now = pass_start_;  // one reading per batch (the pass's)
   for (size_t i = 0; i < mine; ++i) {
-    const Request& q = requests_[i];
+    Request& q = requests_[i];  // fast_hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
     if (fast_hold(q, request_slots_[i], now)) continue;
     add_for_root(q, &out);

@@ -123,7 +123,7 @@ class Coordinator {
   bool hold_burst(bool shutdown);
   void stop(const Status& reason);
   // The dead-peer check (core/liveness.h): `now` forces one; ok on a single rank.
-  Status peer_check(bool now, const char* during);
+  Status peer_check(bool now, const char* during, std::chrono::steady_clock::time_point at = {});
   // `dead`, unless a shutdown list from rank 0 is waiting (then its reason): a peer that
   // shut down cleanly and exited is not a dead one.
   Status shutdown_instead(const Status& dead);
@@ -164,8 +164,8 @@ class Coordinator {
   // The fast path (core/coordinator_fast.cc, core/fast_board.h, docs/runtime.md).
   // Holds `q` (its name in queue slot `slot`, taken from the queue at `now`) for the board
   // if it can go that way (an allreduce negotiated before); else returns false and the
-  // caller sends it to rank 0.
-  bool fast_hold(const Request& q, uint32_t slot, std::chrono::steady_clock::time_point now);
+  // caller sends it to rank 0. A held `q` is swapped out: it keeps a spare buffer's contents.
+  bool fast_hold(Request& q, uint32_t slot, std::chrono::steady_clock::time_point now);
   // One pass: resolves this rank's open round (running what it agreed); then, if `offer`
   // and no round is open, joins a peer's round or opens one for new requests. Never
   // blocks. The loop offers after it has run the lists it has (a rank that is behind in
@@ -280,6 +280,8 @@ class Coordinator {
   // instead of spinning beside them.
   std::atomic<bool> helped_last_{false};
   std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
+  // Under engine_mu_: the clock at the current pass's start and at the last pass's end (pass()).
+  std::chrono::steady_clock::time_point pass_start_{}, pass_end_{};
   // The longest recent pass with activity, halved for every second since it ran (written
   // under engine_mu_, read by helpers with a deadline): what a bounded helper must leave.
   std::atomic<int64_t> long_pass_ns_{0}, long_pass_at_ns_{0};

@@ -36,7 +36,7 @@ void board_response(const Request& q, const std::vector<int64_t>& matrix, Respon
 
 }  // namespace
 
-bool Coordinator::fast_hold(const Request& q, uint32_t slot, Clock::time_point now) {
+bool Coordinator::fast_hold(Request& q, uint32_t slot, Clock::time_point now) {
   if (!board_ || fast_paused_ || !board_kind(q.kind) || !q.device.is_cpu() || !q.group.empty() ||
       q.process_set != 0)
     return false;
@@ -54,11 +54,13 @@ bool Coordinator::fast_hold(const Request& q, uint32_t slot, Clock::time_point n
   if (fast_spare_.empty()) {
     fast_.push_back({q, *id, now, slot});
   } else {
-    // A buffer from an earlier round: the copy reuses its string and shape capacity.
+    // A buffer from an earlier round: the request is swapped in, not copied, and q (the
+    // queue's element, handed back at the next take_requests) keeps that buffer's capacity.
     fast_.push_back(std::move(fast_spare_.back()));
     fast_spare_.pop_back();
     FastHeld& h = fast_.back();
-    h.request = q, h.id = *id, h.since = now, h.slot = slot;
+    std::swap(h.request, q);
+    h.id = *id, h.since = now, h.slot = slot;
   }
   if (fast_.size() == 1) fast_ids_lists_ = lists_started_;
   fast_dirty_ = true;

@@ -40,9 +40,11 @@ void Coordinator::help(const std::atomic<bool>& done, Clock::time_point deadline
   if (!helps_) return;
   const bool bounded = deadline != Clock::time_point::max();
   helpers_.fetch_add(1);
-  auto last = Clock::now();
+  // `now`: the clock as of the last look, read after a yield and taken from the pass's own
+  // reading of its end otherwise (pass_end_), so that a pass costs two readings in all.
+  auto now = Clock::now();
+  auto last = now;
   while (!done.load(std::memory_order_acquire) && running_.load()) {
-    const auto now = Clock::now();
     // Handle::wait_for: a pass cannot be left halfway, so start one only where the longest
     // recent one would end before the deadline (and never hold the engine past it).
     if (bounded && deadline - now < expected_pass(steady_ns(now))) break;
@@ -52,21 +54,23 @@ void Coordinator::help(const std::atomic<bool>& done, Clock::time_point deadline
       // pass (a large collective) is not ours to wait out spinning: sleep on the handle.
       if (now - last > kSpinWindow) break;
       std::this_thread::yield();
+      now = Clock::now();
       continue;
     }
     bool activity = false;
     const bool on = pass(&activity);
+    now = pass_end_;  // under the lock: the next pass (any thread's) writes it
     lock.unlock();
     if (!on) break;
-    const auto after = Clock::now();
     if (activity) {
       helped_passes_.fetch_add(1, std::memory_order_relaxed);
       helped_last_.store(true, std::memory_order_relaxed);
-      last = after;
+      last = now;
       continue;
     }
-    if (after - last > kSpinWindow) break;
+    if (now - last > kSpinWindow) break;
     poll_then_yield(&done);
+    now = Clock::now();
   }
   helpers_.fetch_sub(1);
   // Work left behind (this handle, or others this rank submitted) is the loop's again: end

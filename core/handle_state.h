@@ -26,8 +26,8 @@ struct HandleState {
 
   // Marks done with `s` and wakes waiters. Later calls are ignored.
   void complete(Status s);
-  // Blocks until done. Where the runtime allows it, the waiting thread first does the
-  // coordinator's work itself (core/wait_help.h).
+  // Blocks until done; once `finished` it returns without taking `mu`. Where the runtime
+  // allows it, the waiting thread first does the coordinator's work itself (core/wait_help.h).
   void wait();
   // Blocks until done or `timeout` passed; true when done. Helps as wait() does, but only
   // with passes expected to end before the deadline.
@@ -38,8 +38,10 @@ struct HandleState {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;         // guarded by mu
-  std::atomic<bool> finished{false};  // == done, set under mu, read without it
-  bool observed = false;     // guarded by mu: someone looked at `status`
+  // == done, set under mu after `status` (and every result) is written; read without mu. An
+  // acquire load that sees it true sees the outcome: status(), wait() and done() need no lock.
+  std::atomic<bool> finished{false};
+  std::atomic<bool> observed{false};  // someone looked at `status` (read once done)
   Status status;             // written before done is set; read-only afterwards
   // Allgather, alltoall, reducescatter: this rank's result; alltoall: the rows received
   // from each rank. Written by the coordinator before done.
@@ -71,6 +73,12 @@ struct HandleState {
   int join_last_rank = -1;   // kolo::join(): the last rank to join; written before done
   bool is_join = false;      // the handle of kolo::join_async()
 };
+
+// A new state for one collective. Its memory comes from a bounded cache of freed states'
+// blocks kept per thread (handle.cc), so that a training loop's submit does not go to the
+// allocator for every tensor; a state may be freed on any thread (the block then joins that
+// thread's cache, or the allocator once the cache is full or the thread is exiting).
+std::shared_ptr<HandleState> make_handle_state(std::string name, OpKind kind);
 
 // The state of a group of `members` collectives of `kind` named `name`, and of its members
 // (returned in *members, their `group` set).

@@ -52,7 +52,7 @@ void stand_in_entries(const Response& r, std::vector<TensorEntry>* out, std::vec
     e.request.kind = kind;
     e.request.dtype = r.dtype;
     e.request.shape = e.view.shape;
-    e.handle = std::make_shared<detail::HandleState>(r.names[i], kind);
+    e.handle = detail::make_handle_state(r.names[i], kind);
     out->push_back(std::move(e));
     at += round_up(std::max<size_t>(counts[i] * esize, 1));
   }

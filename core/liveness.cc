@@ -205,6 +205,7 @@ void Liveness::listen(bool mpi_side) {
   // and a silence is judged within a tick of passing the timeout.
   const auto tick = std::max(beat_every_ / 4, milliseconds(5));
   auto last = Clock::now();
+  milliseconds hook_slept(0);  // the test hook's sleep in the previous tick (not a stall)
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_ && !has_dead_.load(std::memory_order_relaxed)) {
     wake_.wait_for(lock, tick);
@@ -216,6 +217,16 @@ void Liveness::listen(bool mpi_side) {
     // so those peers' silence is known (a dead one is still found on time); a peer heard only
     // over MPI could not have been heard, so its silence counts from now.
     const bool gap = now - last > timeout_ / 2;
+    // This rank sent no datagram either: its peers on other hosts came close to declaring it
+    // dead, or did. Said here, because the rank's own output is otherwise silent about it (a
+    // host starved of CPU for seconds, as simulated hosts sharing one kernel can be:
+    // docs/hosts.md, "Heartbeat timeout on simulated hosts").
+    if (!mpi_side && now - last - hook_slept > timeout_ * 4 / 5)
+      KOLO_LOG(LogLevel::kWarning, "the heartbeat thread did not run for "
+                                       << seconds_text(now - last - hook_slept)
+                                       << " (this process was stopped, or starved of CPU); peers on other hosts heard "
+                                          "nothing from this rank meanwhile (KOLO_PEER_TIMEOUT_SECONDS="
+                                       << knob_text(timeout_) << ")");
     last = now;
     if (mpi_side) {
       if (const int64_t ms = test_mpi_stall_ms_.load(std::memory_order_relaxed); ms > 0)  // a held-up MPI call
@@ -228,8 +239,8 @@ void Liveness::listen(bool mpi_side) {
       if (gap) fresh_unless_udp(now, udp_ && udp_->take_dropped());
       beat_udp(now);
       silent_peer(now, "by the heartbeat thread");
-      if (const int64_t ms = test_gap_ms_.load(std::memory_order_relaxed); ms > 0)  // a starved thread
-        std::this_thread::sleep_for(milliseconds(ms));
+      hook_slept = milliseconds(test_gap_ms_.load(std::memory_order_relaxed));
+      if (hook_slept.count() > 0) std::this_thread::sleep_for(hook_slept);  // a starved thread
     }
     lock.lock();
   }

@@ -84,9 +84,10 @@ class Liveness {
 
   // Cheap unless a check is due (every 20 ms): ok, or the dead-peer error. `during` says
   // what this rank was waiting for ("waiting in MPI_Iallreduce"), for the message.
-  Status check(const char* during) {
+  Status check(const char* during) { return check(during, std::chrono::steady_clock::now()); }
+  // The same with the caller's clock reading `now` (the coordinator's pass reads it once).
+  Status check(const char* during, std::chrono::steady_clock::time_point now) {
     if (has_dead_.load(std::memory_order_acquire)) return dead_;
-    const auto now = std::chrono::steady_clock::now();
     return now < next_check_ ? Status::ok() : check_now(during, now);
   }
   // A check now, whatever the schedule (after a transport error: is a peer behind it?).

@@ -191,15 +191,24 @@ Status validate(const TensorView& t, const std::string& name, const char* what) 
   return Status::ok();
 }
 
-// What a request's header says that this rank alone can judge: finite scale factors, a root
-// that is a rank. Checked before queueing, the same for every executor.
-Status validate_header(const Request& q, const std::string& name, int size) {
+// What a request's header (and the tensor's dtype: the queue copies it into the request later)
+// says that this rank alone can judge: finite scale factors, a root that is a rank, no average
+// or scaling of bools. Checked before queueing, the same for every executor.
+Status validate_header(const Request& q, DType dtype, const std::string& name, int size) {
   auto where = [&] { return std::string(op_kind_name(q.kind)) + " \"" + name + "\": "; };
   auto finite = [](double v) { return v - v == 0.0; };  // false for NaN and ±inf
   if ((q.kind == OpKind::kAllreduce || q.kind == OpKind::kReducescatter) &&
       (!finite(q.prescale) || !finite(q.postscale)))
     return Status::invalid_argument(where() + "scale factors must be finite (prescale " + std::to_string(q.prescale) +
                                     ", postscale " + std::to_string(q.postscale) + ")");
+  if (dtype == DType::kBool && (q.kind == OpKind::kAllreduce || q.kind == OpKind::kReducescatter)) {
+    if (q.reduce_op == ReduceOp::kAverage)
+      return Status::invalid_argument(where() + "average of bool tensors is not defined; reduce them with sum or max "
+                                      "(logical OR) or with product or min (logical AND)");
+    if (q.prescale != 1.0 || q.postscale != 1.0)
+      return Status::invalid_argument(where() + "bool tensors cannot be scaled (prescale " + std::to_string(q.prescale) +
+                                      ", postscale " + std::to_string(q.postscale) + ")");
+  }
   if (q.kind == OpKind::kBroadcast && (q.root < 0 || q.root >= size))
     return Status::invalid_argument(where() + "root " + std::to_string(q.root) + " is not a rank (ranks are 0.." +
                                     std::to_string(size - 1) + ")");
@@ -233,7 +242,7 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
   if (g_closing.load(std::memory_order_seq_cst)) return shut_down();  // after Submitting's count
   *rt = g_runtime.get();
   if (!*rt) return no_runtime();
-  KOLO_RETURN_IF_ERROR(validate_header(req, name, (*rt)->topo.size));
+  KOLO_RETURN_IF_ERROR(validate_header(req, t.dtype, name, (*rt)->topo.size));
   if (req.process_set == 0) return Status::ok();
   Request q = req;
   q.rank = (*rt)->topo.rank;
@@ -246,7 +255,7 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
 // found here (HandleState::into_error).
 Handle submit(const TensorView& t, const std::string& name, Request req, const TensorView* into = nullptr,
               Status into_error = Status::ok()) {
-  auto state = std::make_shared<detail::HandleState>(name, req.kind);
+  auto state = detail::make_handle_state(name, req.kind);
   Handle h(state);
   if (into != nullptr) {
     state->into = *into;
@@ -309,7 +318,7 @@ Status copy_for_out_of_place(const TensorView& input, const TensorView& output, 
 }
 
 Handle failed(const std::string& name, OpKind kind, Status s) {
-  auto state = std::make_shared<detail::HandleState>(name, kind);
+  auto state = detail::make_handle_state(name, kind);
   state->complete(std::move(s));
   return Handle(state);
 }
@@ -656,7 +665,7 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const All
 }
 
 Handle join_async() {
-  auto state = std::make_shared<detail::HandleState>("kolo.join", OpKind::kAllreduce);
+  auto state = detail::make_handle_state("kolo.join", OpKind::kAllreduce);
   state->is_join = true;
   Handle h(state);
   {

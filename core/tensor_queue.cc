@@ -75,7 +75,7 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
       const uint32_t i = entries_.acquire(name, &fresh);
       // Duplicate: only this handle fails; the collective in flight goes on untouched.
       if (!fresh) why = duplicate(name, header);
-      else enqueue(i, view, name, header, std::move(handle));
+      else enqueue(i, view, name, header, std::move(handle)), note_pending();
     }
     notify = wake_locked() && wake;
   }
@@ -104,6 +104,7 @@ bool TensorQueue::push_group(const std::vector<TensorView>& views, const Request
         const std::string& name = (*handles)[i]->name;
         enqueue(entries_.acquire(name, &fresh), views[i], name, header, std::move((*handles)[i]));
       }
+      note_pending();
     }
     notify = wake_locked() && wake;
   }
@@ -198,11 +199,6 @@ void TensorQueue::move_taking(std::vector<TensorEntry>* out) {
   }
 }
 
-bool TensorQueue::has_pending() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entries_.in_use_count() > 0;
-}
-
 size_t TensorQueue::pending_in_set(int32_t process_set) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
@@ -213,6 +209,7 @@ size_t TensorQueue::pending_in_set(int32_t process_set) {
 void TensorQueue::release(const std::vector<TensorEntry>& entries) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const TensorEntry& e : entries) entries_.release(e.slot);
+  note_pending();
 }
 
 bool TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
@@ -226,6 +223,7 @@ bool TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
     } else {
       join_ = handle;
       join_sent_ = false;
+      join_unsent_.store(true);
       wake_ = true;
       wake_hint_.store(true, std::memory_order_release);
     }
@@ -239,9 +237,13 @@ bool TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
 }
 
 bool TensorQueue::take_join() {
+  // A join pushed after this reading is taken by the next pass, as one pushed right after
+  // the lock below would be; collectives pushed after it are refused, so none overtakes it.
+  if (!join_unsent_.load()) return false;
   std::lock_guard<std::mutex> lock(mu_);
   if (!join_ || join_sent_) return false;
   join_sent_ = true;
+  join_unsent_.store(false);
   return true;
 }
 
@@ -252,6 +254,7 @@ void TensorQueue::complete_join(Status s, int last_rank) {
     h = std::move(join_);
     join_.reset();
     join_sent_ = false;
+    join_unsent_.store(false);
   }
   if (!h) return;
   h->join_last_rank = last_rank;  // read by the waiter only after complete()
@@ -287,9 +290,11 @@ void TensorQueue::close(const Status& reason) {
       if (auto& h = entries_.value(i).handle) pending.push_back(std::move(h));
       entries_.release(i);
     }
+    note_pending();
     num_requests_ = 0;
     if (join_) pending.push_back(std::move(join_));
     join_.reset();
+    join_unsent_.store(false);
   }
   cv_.notify_all();
   for (auto& h : pending) h->complete(reason);

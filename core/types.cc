@@ -16,6 +16,9 @@ size_t dtype_size(DType t) {
     case DType::kBFloat16: return 2;
     case DType::kFloat32: return 4;
     case DType::kFloat64: return 8;
+    case DType::kInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kBool: return 1;
   }
   return 0;
 }
@@ -29,6 +32,9 @@ std::string_view dtype_name(DType t) {
     case DType::kBFloat16: return "bfloat16";
     case DType::kFloat32: return "float32";
     case DType::kFloat64: return "float64";
+    case DType::kInt8: return "int8";
+    case DType::kInt16: return "int16";
+    case DType::kBool: return "bool";
   }
   return "unknown-dtype";
 }

@@ -36,6 +36,16 @@ struct Combine {
   }
 };
 
+// Booleans as torch.distributed reduces them: Sum/Max/Average = OR, Product/Min = AND. Any
+// non-zero byte counts as true; the result is 0 or 1.
+void combine_bool(uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t n, ReduceOp op) {
+  if (op == ReduceOp::kProduct || op == ReduceOp::kMin) {
+    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<uint8_t>((a[i] != 0) & (b[i] != 0));
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<uint8_t>((a[i] != 0) | (b[i] != 0));
+  }
+}
+
 inline float combine_scalar(float x, float y, ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
@@ -138,7 +148,12 @@ void scale_int(T* dst, const T* src, size_t n, double f) {
 
 template <class T>
 void divide_int(T* buf, size_t n, int d) {
-  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<T>(buf[i] / static_cast<T>(d));
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (sizeof(T) < sizeof(int64_t))  // d may not fit T (uint8 and 256 ranks)
+      buf[i] = static_cast<T>(static_cast<int64_t>(buf[i]) / d);
+    else
+      buf[i] = static_cast<T>(buf[i] / static_cast<T>(d));
+  }
 }
 
 }  // namespace
@@ -166,6 +181,15 @@ void reduce_pair(void* dst, const void* a, const void* b, size_t n, DType t, Red
     case DType::kBFloat16:
       return combine_bf16(static_cast<BFloat16*>(dst), static_cast<const BFloat16*>(a),
                           static_cast<const BFloat16*>(b), n, op);
+    case DType::kInt8:
+      return Combine<int8_t>::run(static_cast<int8_t*>(dst), static_cast<const int8_t*>(a),
+                                  static_cast<const int8_t*>(b), n, op);
+    case DType::kInt16:
+      return Combine<int16_t>::run(static_cast<int16_t*>(dst), static_cast<const int16_t*>(a),
+                                   static_cast<const int16_t*>(b), n, op);
+    case DType::kBool:
+      return combine_bool(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a),
+                          static_cast<const uint8_t*>(b), n, op);
   }
 }
 
@@ -182,6 +206,16 @@ void scale_copy(void* dst, const void* src, size_t n, DType t, double f) {
     case DType::kUInt8: return scale_int(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n, f);
     case DType::kInt32: return scale_int(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), n, f);
     case DType::kInt64: return scale_int(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), n, f);
+    case DType::kInt8: return scale_int(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), n, f);
+    case DType::kInt16: return scale_int(static_cast<int16_t*>(dst), static_cast<const int16_t*>(src), n, f);
+    case DType::kBool: {
+      // Refused at submission (a scaled truth value means nothing); kept total for callers
+      // that bypass it: true stays true unless the factor is zero.
+      auto* d = static_cast<uint8_t*>(dst);
+      auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint8_t>(s[i] != 0 && f != 0.0);
+      return;
+    }
     case DType::kFloat32: {
       const float ff = static_cast<float>(f);
       auto* d = static_cast<float*>(dst);
@@ -263,6 +297,11 @@ void fill_identity(void* dst, size_t n, DType t, ReduceOp op) {
     case DType::kBFloat16: fill_identity_half(dst, n, op, kBf16); return;
     case DType::kFloat32: fill_identity_float<float>(dst, n, op); return;
     case DType::kFloat64: fill_identity_float<double>(dst, n, op); return;
+    case DType::kInt8: fill_identity_int<int8_t>(dst, n, op); return;
+    case DType::kInt16: fill_identity_int<int16_t>(dst, n, op); return;
+    case DType::kBool:  // false is OR's identity, true AND's
+      fill_as<uint8_t>(dst, n, op == ReduceOp::kProduct || op == ReduceOp::kMin ? 1 : 0);
+      return;
   }
 }
 
@@ -283,7 +322,9 @@ void apply_postscale(void* buf, size_t n, DType t, ReduceOp op, int num_ranks, d
       case DType::kUInt8: divide_int(static_cast<uint8_t*>(buf), n, num_ranks); break;
       case DType::kInt32: divide_int(static_cast<int32_t*>(buf), n, num_ranks); break;
       case DType::kInt64: divide_int(static_cast<int64_t*>(buf), n, num_ranks); break;
-      default: break;
+      case DType::kInt8: divide_int(static_cast<int8_t*>(buf), n, num_ranks); break;
+      case DType::kInt16: divide_int(static_cast<int16_t*>(buf), n, num_ranks); break;
+      default: break;  // kBool: Average is refused at submission
     }
   }
   scale_copy(buf, buf, n, t, postscale);

@@ -92,6 +92,9 @@ MPI_Datatype mpi_dtype(DType t) {
     case DType::kBFloat16: return MPI_UINT16_T;
     case DType::kFloat32: return MPI_FLOAT;
     case DType::kFloat64: return MPI_DOUBLE;
+    case DType::kInt8: return MPI_INT8_T;
+    case DType::kInt16: return MPI_INT16_T;
+    case DType::kBool: return MPI_UINT8_T;  // bytes 0/1, reduced with MAX (OR) and MIN (AND)
   }
   return MPI_BYTE;
 }
@@ -101,6 +104,8 @@ MPI_Op mpi_reduce_op(DType t, ReduceOp op) {
     create_half_ops();  // idempotent: code that runs without the backend (tests) gets them too
     return g_half_ops[t == DType::kFloat16 ? 0 : 1][static_cast<int>(op)];
   }
+  if (t == DType::kBool)  // torch.distributed's meaning: Sum/Max/Average = OR, Product/Min = AND
+    return op == ReduceOp::kProduct || op == ReduceOp::kMin ? MPI_MIN : MPI_MAX;
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage: return MPI_SUM;

@@ -70,9 +70,12 @@ DType dtype_of(c10::ScalarType type, const std::string& what) {
     case c10::ScalarType::BFloat16: return DType::kBFloat16;
     case c10::ScalarType::Float: return DType::kFloat32;
     case c10::ScalarType::Double: return DType::kFloat64;
+    case c10::ScalarType::Char: return DType::kInt8;
+    case c10::ScalarType::Short: return DType::kInt16;
+    case c10::ScalarType::Bool: return DType::kBool;
     default:
       fail("tensor \"" + what + "\": dtype " + std::string(c10::toString(type)) +
-           " is not supported by kolo (uint8, int32, int64, float16, bfloat16, float32, float64)");
+           " is not supported by kolo (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)");
   }
 }
 

@@ -107,6 +107,10 @@ struct BFloat16 {
 template <class T>
 struct dtype_of;
 template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::kUInt8; };
+template <> struct dtype_of<int8_t> { static constexpr DType value = DType::kInt8; };
+template <> struct dtype_of<int16_t> { static constexpr DType value = DType::kInt16; };
+static_assert(sizeof(bool) == 1, "kolo's bool elements are one byte");
+template <> struct dtype_of<bool> { static constexpr DType value = DType::kBool; };
 template <> struct dtype_of<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::kInt64; };
 template <> struct dtype_of<Half> { static constexpr DType value = DType::kFloat16; };

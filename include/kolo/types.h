@@ -20,8 +20,11 @@ enum class DType : uint8_t {
   kBFloat16 = 4,  // bfloat16 (upper half of a float32)
   kFloat32 = 5,
   kFloat64 = 6,
+  kInt8 = 7,
+  kInt16 = 8,
+  kBool = 9,  // one byte, 0 or 1; reductions are logical (see ReduceOp)
 };
-inline constexpr int kNumDTypes = 7;
+inline constexpr int kNumDTypes = 10;
 
 // Size in bytes of one element of `t`.
 size_t dtype_size(DType t);
@@ -30,7 +33,9 @@ std::string_view dtype_name(DType t);
 bool is_floating(DType t);
 
 // How allreduce combines the ranks' values. Average = Sum followed by a scale of 1/size
-// (for integer types: the sum divided by size, truncated toward zero).
+// (for integer types: the sum divided by size, truncated toward zero). For kBool, as in
+// torch.distributed: Sum and Max are a logical OR, Product and Min a logical AND; Average and
+// scale factors other than 1 are refused at submission.
 enum class ReduceOp : uint8_t { kSum = 0, kAverage = 1, kMin = 2, kMax = 3, kProduct = 4 };
 inline constexpr int kNumReduceOps = 5;
 std::string_view reduce_op_name(ReduceOp op);

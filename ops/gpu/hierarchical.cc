@@ -76,7 +76,7 @@ Status HierarchicalAllreduce::allreduce(void* buf, size_t count, DType t, Reduce
     KOLO_CUDA_RETURN(cudaMemcpyAsync(work, buf, count * esize, cudaMemcpyDeviceToDevice, stream));
   }
   KOLO_RETURN_IF_ERROR(shard_.reserve(shard * esize));
-  KOLO_NCCL_RETURN(ncclReduceScatter(work, shard_.data(), shard, nccl_dtype(t), nccl_op(op), comm_, stream));
+  KOLO_NCCL_RETURN(ncclReduceScatter(work, shard_.data(), shard, nccl_dtype(t), nccl_op(t, op), comm_, stream));
   if (cross_size_ > 1) {
     KOLO_RETURN_IF_ERROR(host_.reserve(shard * esize));
     KOLO_CUDA_RETURN(cudaMemcpyAsync(host_.data(), shard_.data(), shard * esize, cudaMemcpyDeviceToHost, stream));

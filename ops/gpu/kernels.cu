@@ -108,8 +108,8 @@ cudaError_t scale_16(void* buf, size_t n, float f, cudaStream_t s) {
 template <class T>
 cudaError_t divide_int(void* buf, size_t n, int d, cudaStream_t s) {
   T* p = static_cast<T*>(buf);
-  const T dt = static_cast<T>(d);
-  return launch_elementwise(n, s, [=] __device__(size_t i) { p[i] = static_cast<T>(p[i] / dt); });
+  // In 64 bits: d may not fit T (uint8 and 256 ranks).
+  return launch_elementwise(n, s, [=] __device__(size_t i) { p[i] = static_cast<T>(static_cast<long long>(p[i]) / d); });
 }
 
 }  // namespace
@@ -136,6 +136,9 @@ cudaError_t launch_scale(void* buf, size_t n, DType t, double f, cudaStream_t s)
     case DType::kUInt8: return scale_int<uint8_t>(buf, n, f, s);
     case DType::kInt32: return scale_int<int32_t>(buf, n, f, s);
     case DType::kInt64: return scale_int<int64_t>(buf, n, f, s);
+    case DType::kInt8: return scale_int<int8_t>(buf, n, f, s);
+    case DType::kInt16: return scale_int<int16_t>(buf, n, f, s);
+    case DType::kBool: break;  // scaled bools are refused at submission
     case DType::kFloat16: return scale_16<HalfBits>(buf, n, static_cast<float>(f), s);
     case DType::kBFloat16: return scale_16<Bf16Bits>(buf, n, static_cast<float>(f), s);
     case DType::kFloat32: {
@@ -161,7 +164,9 @@ cudaError_t launch_postscale(void* buf, size_t n, DType t, ReduceOp op, int num_
       case DType::kUInt8: e = divide_int<uint8_t>(buf, n, num_ranks, s); break;
       case DType::kInt32: e = divide_int<int32_t>(buf, n, num_ranks, s); break;
       case DType::kInt64: e = divide_int<int64_t>(buf, n, num_ranks, s); break;
-      default: break;
+      case DType::kInt8: e = divide_int<int8_t>(buf, n, num_ranks, s); break;
+      case DType::kInt16: e = divide_int<int16_t>(buf, n, num_ranks, s); break;
+      default: break;  // kBool: Average is refused at submission
     }
     if (e != cudaSuccess) return e;
   }

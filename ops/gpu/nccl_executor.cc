@@ -114,6 +114,9 @@ Status NcclExecutor::finish() {
 
 Status NcclExecutor::prepare(const Response& r, const std::vector<TensorEntry>& entries) {
   if (entries.empty()) return Status::internal("NCCL executor given no tensors for \"" + r.names.at(0) + "\"");
+  if ((r.type == Response::Type::kAllreduce || r.type == Response::Type::kReducescatter) && !nccl_reduces(r.dtype))
+    return Status::invalid_argument("\"" + r.names.at(0) + "\": NCCL cannot reduce " + std::string(dtype_name(r.dtype)) +
+                                    " GPU tensors (it has no such type); use int32, or reduce a CPU tensor");
   const bool hier_only = hier_ && r.type == Response::Type::kAllreduce;
   for (const TensorEntry& e : entries) {
     Status s = hier_only ? ensure_hierarchical(e.view.device.id) : ensure_comm(e.view.device.id);
@@ -153,7 +156,7 @@ Status NcclExecutor::reduce_on_stream(void* buf, size_t count, DType t, ReduceOp
   if (hier_) {
     KOLO_RETURN_IF_ERROR(hier_->allreduce(buf, count, t, op, stream_));
   } else {
-    KOLO_NCCL_RETURN(ncclAllReduce(buf, buf, count, nccl_dtype(t), nccl_op(op), comm_, stream_));
+    KOLO_NCCL_RETURN(ncclAllReduce(buf, buf, count, nccl_dtype(t), nccl_op(t, op), comm_, stream_));
   }
   KOLO_CUDA_RETURN(launch_postscale(buf, count, t, op, size_, postscale, stream_));
   return Status::ok();
@@ -317,7 +320,7 @@ Status NcclExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& 
     }
     const int64_t dim0 = e.view.shape[0];
     if (dim0 % size_ == 0) {
-      KOLO_NCCL_RETURN(ncclReduceScatter(in, gather_.data(), mine, nccl_dtype(r.dtype), nccl_op(r.reduce_op), comm_,
+      KOLO_NCCL_RETURN(ncclReduceScatter(in, gather_.data(), mine, nccl_dtype(r.dtype), nccl_op(r.dtype, r.reduce_op), comm_,
                                          stream_));
     } else {
       KOLO_NCCL_RETURN(ncclGroupStart());
@@ -326,7 +329,7 @@ Status NcclExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& 
         const size_t count = static_cast<size_t>(reducescatter_rows(dim0, size_, j, &lo)) * row_elems;
         if (count == 0) continue;
         Status s = KOLO_NCCL_STATUS(ncclReduce(in + static_cast<size_t>(lo) * row_elems * esize, gather_.data(), count,
-                                               nccl_dtype(r.dtype), nccl_op(r.reduce_op), j, comm_, stream_));
+                                               nccl_dtype(r.dtype), nccl_op(r.dtype, r.reduce_op), j, comm_, stream_));
         if (!s.is_ok()) {
           ncclGroupEnd();
           return s;
@@ -342,6 +345,8 @@ Status NcclExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& 
 
 Status NcclExecutor::allreduce_buffer(int device, void* buf, size_t count, DType t, ReduceOp op, double prescale,
                                       double postscale) {
+  if (!nccl_reduces(t))
+    return Status::invalid_argument("NCCL cannot reduce " + std::string(dtype_name(t)) + " GPU tensors; use int32");
   KOLO_RETURN_IF_ERROR(hier_ ? ensure_hierarchical(device) : ensure_comm(device));
   Status s = reduce_on_stream(buf, count, t, op, prescale, postscale);
   if (!s.is_ok()) return s.code() == Status::Code::kInvalidArgument ? s : fail(s);
@@ -350,8 +355,10 @@ Status NcclExecutor::allreduce_buffer(int device, void* buf, size_t count, DType
 
 Status NcclExecutor::reducescatter_buffer(int device, const void* send, void* recv, size_t recv_count, DType t,
                                           ReduceOp op) {
+  if (!nccl_reduces(t))
+    return Status::invalid_argument("NCCL cannot reduce " + std::string(dtype_name(t)) + " GPU tensors; use int32");
   KOLO_RETURN_IF_ERROR(ensure_comm(device));
-  KOLO_NCCL_RETURN(ncclReduceScatter(send, recv, recv_count, nccl_dtype(t), nccl_op(op), comm_, stream_));
+  KOLO_NCCL_RETURN(ncclReduceScatter(send, recv, recv_count, nccl_dtype(t), nccl_op(t, op), comm_, stream_));
   KOLO_CUDA_RETURN(launch_postscale(recv, recv_count, t, op, size_, 1.0, stream_));
   return finish();
 }

@@ -20,11 +20,19 @@ inline ncclDataType_t nccl_dtype(DType t) {
     case DType::kBFloat16: return ncclBfloat16;
     case DType::kFloat32: return ncclFloat32;
     case DType::kFloat64: return ncclFloat64;
+    case DType::kInt8: return ncclInt8;
+    case DType::kBool: return ncclUint8;
+    case DType::kInt16: break;  // NCCL has no 16-bit integer: reductions are refused (nccl_reduces)
   }
   return ncclUint8;
 }
 
-inline ncclRedOp_t nccl_op(ReduceOp op) {
+// Whether NCCL can reduce `t` (every dtype can be moved as bytes).
+inline bool nccl_reduces(DType t) { return t != DType::kInt16; }
+
+// Bool is reduced as bytes 0/1, as torch.distributed does: Sum/Max = OR, Product/Min = AND.
+inline ncclRedOp_t nccl_op(DType t, ReduceOp op) {
+  if (t == DType::kBool) return op == ReduceOp::kProduct || op == ReduceOp::kMin ? ncclMin : ncclMax;
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage: return ncclSum;

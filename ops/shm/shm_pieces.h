@@ -11,14 +11,24 @@
 
 namespace kolo::shm::detail {
 
-// The pieces of a multi-buffer collective seen as one buffer of `total` elements.
+// The pieces of a multi-buffer collective seen as one buffer of `total` elements. Pieces
+// that lie end to end in memory (a trainer's gradients in one flat buffer, fused into one
+// response) are joined into one run, so that a step copies or reduces each run in one call
+// instead of one per tensor.
 class Pieces {
  public:
-  Pieces(std::span<const Piece> pieces, size_t esize) : pieces_(pieces), esize_(esize) {
+  Pieces(std::span<const Piece> pieces, size_t esize) : esize_(esize) {
+    runs_.reserve(pieces.size());
     starts_.reserve(pieces.size() + 1);
     size_t at = 0;
     for (const Piece& p : pieces) {
-      starts_.push_back(at);
+      if (p.count == 0) continue;
+      if (!runs_.empty() && static_cast<char*>(runs_.back().data) + runs_.back().count * esize == p.data) {
+        runs_.back().count += p.count;
+      } else {
+        runs_.push_back(p);
+        starts_.push_back(at);
+      }
       at += p.count;
     }
     starts_.push_back(at);
@@ -35,18 +45,18 @@ class Pieces {
     size_t done = 0;
     while (done < count) {
       const size_t at = begin + done;
-      const size_t in_piece = at - starts_[i];
-      const size_t n = std::min(count - done, pieces_[i].count - in_piece);
-      if (n > 0) fn(static_cast<char*>(pieces_[i].data) + in_piece * esize_, done, n);
+      const size_t in_run = at - starts_[i];
+      const size_t n = std::min(count - done, runs_[i].count - in_run);
+      fn(static_cast<char*>(runs_[i].data) + in_run * esize_, done, n);
       done += n;
       ++i;
     }
   }
 
  private:
-  std::span<const Piece> pieces_;
+  std::vector<Piece> runs_;     // the pieces with elements, adjacent ones joined
   size_t esize_;
-  std::vector<size_t> starts_;
+  std::vector<size_t> starts_;  // element offset of each run, then the total
 };
 
 // Rank j's slice of a buffer of `m` elements among `n` ranks is [lo(j), lo(j+1)). Slices

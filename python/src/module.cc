@@ -226,6 +226,9 @@ PYBIND11_MODULE(_kolo, m) {
   m.attr("DTYPE_BFLOAT16") = static_cast<int>(DType::kBFloat16);
   m.attr("DTYPE_FLOAT32") = static_cast<int>(DType::kFloat32);
   m.attr("DTYPE_FLOAT64") = static_cast<int>(DType::kFloat64);
+  m.attr("DTYPE_INT8") = static_cast<int>(DType::kInt8);
+  m.attr("DTYPE_INT16") = static_cast<int>(DType::kInt16);
+  m.attr("DTYPE_BOOL") = static_cast<int>(DType::kBool);
   m.attr("OP_SUM") = static_cast<int>(ReduceOp::kSum);
   m.attr("OP_AVERAGE") = static_cast<int>(ReduceOp::kAverage);
   m.attr("OP_MIN") = static_cast<int>(ReduceOp::kMin);

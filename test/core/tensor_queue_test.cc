@@ -231,3 +231,47 @@ TEST_CASE("a slot that holds nothing to take is refused", "[queue]") {
   CHECK(s.message().find("slot " + std::to_string(slots[0] + 1)) != std::string::npos);
   REQUIRE(q.take_slots({slots[0]}, {0}, &entries).is_ok());  // nothing was taken by the refusal
 }
+
+TEST_CASE("has_pending and take_join follow pushes, releases, joins and close", "[queue]") {
+  TensorQueue q;
+  std::vector<float> a(4);
+  CHECK_FALSE(q.has_pending());
+  CHECK_FALSE(q.take_join());
+  REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), state("a")));
+  CHECK(q.has_pending());
+  std::vector<Request> out;
+  q.take_requests(&out);
+  std::vector<TensorEntry> entries;
+  REQUIRE(q.take_entries({"a"}, &entries).is_ok());
+  CHECK(q.has_pending());  // executing still counts
+  q.release(entries);
+  CHECK_FALSE(q.has_pending());
+  entries[0].handle->complete(Status::ok());
+  auto j = state("kolo.join");
+  REQUIRE(q.push_join(j));
+  CHECK(q.take_join());
+  CHECK_FALSE(q.take_join());  // once per join
+  q.complete_join(Status::ok(), 0);
+  CHECK(j->finished.load());
+  auto j2 = state("kolo.join");
+  REQUIRE(q.push_join(j2));
+  auto refused = state("b");
+  CHECK_FALSE(q.push(TensorView::of(a.data(), {4}), "b", header(), refused));  // in a join
+  refused->observed = true;
+  q.close(Status::aborted("stopped"));
+  CHECK_FALSE(q.take_join());  // close ended the join
+  CHECK(j2->finished.load());
+  CHECK_FALSE(q.has_pending());
+  j2->observed = true;
+}
+
+TEST_CASE("close clears has_pending of entries not yet taken", "[queue]") {
+  TensorQueue q;
+  std::vector<float> a(4);
+  auto h = state("a");
+  REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), h));
+  CHECK(q.has_pending());
+  q.close(Status::aborted("stopped"));
+  CHECK_FALSE(q.has_pending());
+  h->observed = true;
+}

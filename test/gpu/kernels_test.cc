@@ -40,11 +40,15 @@ std::vector<std::byte> sample_values(DType t, size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<std::byte> buf(count * kolo::dtype_size(t));
   for (size_t i = 0; i < count; ++i) {
-    const double v = t == DType::kUInt8 ? static_cast<double>(rng() % 80)
-                                        : (static_cast<double>(rng() % 20001) - 10000.0) / (is_floating(t) ? 64.0 : 1.0);
+    const double v = t == DType::kUInt8  ? static_cast<double>(rng() % 80)
+                     : t == DType::kInt8 ? static_cast<double>(rng() % 61) - 30.0
+                                         : (static_cast<double>(rng() % 20001) - 10000.0) / (is_floating(t) ? 64.0 : 1.0);
     void* p = buf.data() + i * kolo::dtype_size(t);
     switch (t) {
       case DType::kUInt8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); break;
+      case DType::kInt8: *static_cast<int8_t*>(p) = static_cast<int8_t>(v); break;
+      case DType::kInt16: *static_cast<int16_t*>(p) = static_cast<int16_t>(v); break;
+      case DType::kBool: *static_cast<uint8_t*>(p) = v > 0; break;
       case DType::kInt32: *static_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
       case DType::kInt64: *static_cast<int64_t*>(p) = static_cast<int64_t>(v) * 100003; break;
       case DType::kFloat16: *static_cast<kolo::Half*>(p) = kolo::float_to_half(static_cast<float>(v)); break;
@@ -56,8 +60,9 @@ std::vector<std::byte> sample_values(DType t, size_t count, uint32_t seed) {
   return buf;
 }
 
-const std::vector<DType> kAllDTypes = {DType::kUInt8,    DType::kInt32,   DType::kInt64,  DType::kFloat16,
-                                       DType::kBFloat16, DType::kFloat32, DType::kFloat64};
+// Every dtype that can be scaled (bools cannot: refused at submission).
+const std::vector<DType> kAllDTypes = {DType::kUInt8,   DType::kInt8,     DType::kInt16,   DType::kInt32, DType::kInt64,
+                                       DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64};
 
 }  // namespace
 

@@ -169,7 +169,7 @@ TEST_CASE("audit: random steps mixing the fast path, first-time names, sets, gro
     const int root = static_cast<int>(shared() % static_cast<uint64_t>(size()));
     std::vector<Spec> fresh;  // first-time names
     for (int j = 0; j < 2; ++j)
-      fresh.push_back({"au.new." + std::to_string(step) + "." + std::to_string(j), all_dtypes()[shared() % 7],
+      fresh.push_back({"au.new." + std::to_string(step) + "." + std::to_string(j), all_dtypes()[shared() % all_dtypes().size()],
                        all_reduce_ops()[shared() % 5], static_cast<size_t>(shared() % 300)});
     INFO("step " << step << (join_step ? " (join, joiner " + std::to_string(joiner) + ")" : "")
                  << (inject ? " mismatch on tensor " + std::to_string(victim_tensor) + " rank " +

@@ -42,6 +42,9 @@ inline double get(const void* buf, DType t, size_t i) {
     case DType::kUInt8: return static_cast<const uint8_t*>(buf)[i];
     case DType::kInt32: return static_cast<const int32_t*>(buf)[i];
     case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case DType::kInt8: return static_cast<const int8_t*>(buf)[i];
+    case DType::kInt16: return static_cast<const int16_t*>(buf)[i];
+    case DType::kBool: return static_cast<const uint8_t*>(buf)[i];
     case DType::kFloat16: return half_to_float(static_cast<const Half*>(buf)[i]);
     case DType::kBFloat16: return bf16_to_float(static_cast<const BFloat16*>(buf)[i]);
     case DType::kFloat32: return static_cast<const float*>(buf)[i];
@@ -55,6 +58,9 @@ inline void set(void* buf, DType t, size_t i, double v) {
     case DType::kUInt8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
     case DType::kInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
     case DType::kInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
+    case DType::kInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
+    case DType::kInt16: static_cast<int16_t*>(buf)[i] = static_cast<int16_t>(v); break;
+    case DType::kBool: static_cast<uint8_t*>(buf)[i] = v != 0; break;
     case DType::kFloat16: static_cast<Half*>(buf)[i] = float_to_half(static_cast<float>(v)); break;
     case DType::kBFloat16: static_cast<BFloat16*>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
     case DType::kFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
@@ -63,8 +69,9 @@ inline void set(void* buf, DType t, size_t i, double v) {
 }
 
 inline const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> v = {DType::kUInt8,    DType::kInt32,   DType::kInt64,  DType::kFloat16,
-                                       DType::kBFloat16, DType::kFloat32, DType::kFloat64};
+  // Every dtype with arithmetic reductions (kBool reduces logically: its own tests).
+  static const std::vector<DType> v = {DType::kUInt8,   DType::kInt8,     DType::kInt16,   DType::kInt32, DType::kInt64,
+                                       DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64};
   return v;
 }
 inline const std::vector<ReduceOp>& all_reduce_ops() {
@@ -74,7 +81,7 @@ inline const std::vector<ReduceOp>& all_reduce_ops() {
 }
 
 // A small integer, exactly representable in every dtype, whose reduction over <= 8 ranks
-// stays representable too (uint8 values are non-negative).
+// stays representable too (uint8 values are non-negative; int8 products: <= 6 ranks).
 inline double input_value(uint64_t seed, int rank, size_t i, DType t, ReduceOp op) {
   const uint64_t k = seed * 1000003u + static_cast<uint64_t>(rank) * 7919u + i * 31u;
   const bool is_unsigned = t == DType::kUInt8;

@@ -93,8 +93,8 @@ TEST_CASE("float average and scales fold into one multiply", "[kernels]") {
 }
 
 TEST_CASE("fill_identity leaves every value unchanged under its op", "[kernels][join]") {
-  for (DType t : {DType::kUInt8, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kBFloat16, DType::kFloat32,
-                  DType::kFloat64}) {
+  for (DType t : {DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64, DType::kFloat16,
+                  DType::kBFloat16, DType::kFloat32, DType::kFloat64, DType::kBool}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       const size_t n = 5, es = dtype_size(t);
       std::vector<std::byte> x(n * es), id(n * es), out(n * es);
@@ -104,6 +104,9 @@ TEST_CASE("fill_identity leaves every value unchanged under its op", "[kernels][
         const double v = is_floating(t) || t != DType::kUInt8 ? vals[i] * (i % 2 ? -1 : 1) : vals[i];
         switch (t) {
           case DType::kUInt8: reinterpret_cast<uint8_t*>(x.data())[i] = static_cast<uint8_t>(v); break;
+          case DType::kInt8: reinterpret_cast<int8_t*>(x.data())[i] = static_cast<int8_t>(v); break;
+          case DType::kInt16: reinterpret_cast<int16_t*>(x.data())[i] = static_cast<int16_t>(v); break;
+          case DType::kBool: reinterpret_cast<uint8_t*>(x.data())[i] = i % 2; break;
           case DType::kInt32: reinterpret_cast<int32_t*>(x.data())[i] = static_cast<int32_t>(v); break;
           case DType::kInt64: reinterpret_cast<int64_t*>(x.data())[i] = static_cast<int64_t>(v); break;
           case DType::kFloat16: reinterpret_cast<Half*>(x.data())[i] = float_to_half(static_cast<float>(v)); break;
@@ -120,4 +123,39 @@ TEST_CASE("fill_identity leaves every value unchanged under its op", "[kernels][
       CHECK(std::memcmp(out.data(), x.data(), x.size()) == 0);
     }
   }
+}
+
+TEST_CASE("bool reduces as torch.distributed does: sum and max OR, product and min AND", "[kernels]") {
+  // Every pairing of false/true, and a non-zero byte other than 1 that must count as true.
+  const std::vector<uint8_t> a = {0, 0, 1, 1, 7}, b = {0, 1, 0, 1, 0};
+  const std::vector<uint8_t> any = {0, 1, 1, 1, 1}, all = {0, 0, 0, 1, 0};
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kMin}) {
+    std::vector<uint8_t> out(a.size(), 9);
+    ops::reduce_pair(out.data(), a.data(), b.data(), a.size(), DType::kBool, op);
+    INFO(reduce_op_name(op));
+    CHECK(out == (op == ReduceOp::kSum || op == ReduceOp::kMax ? any : all));
+  }
+}
+
+TEST_CASE("int8 and int16 reduce and average in their own width", "[kernels]") {
+  std::vector<int8_t> a = {100, -100, 5, -7}, b = {27, -28, -9, 3};
+  ops::reduce_into(a.data(), b.data(), a.size(), DType::kInt8, ReduceOp::kSum);
+  CHECK(a == std::vector<int8_t>{127, -128, -4, -4});
+  ops::apply_postscale(a.data(), a.size(), DType::kInt8, ReduceOp::kAverage, 3, 1.0);
+  CHECK(a == std::vector<int8_t>{42, -42, -1, -1});  // truncated toward zero
+  std::vector<int16_t> c = {30000, -5}, d = {2767, 9};
+  ops::reduce_into(c.data(), d.data(), c.size(), DType::kInt16, ReduceOp::kMax);
+  CHECK(c == std::vector<int16_t>{30000, 9});
+  ops::reduce_into(c.data(), d.data(), c.size(), DType::kInt16, ReduceOp::kSum);
+  CHECK(c == std::vector<int16_t>{32767, 18});
+}
+
+TEST_CASE("an integer average over more ranks than the type can count divides correctly", "[kernels]") {
+  // 256 ranks: the divisor does not fit uint8 (it was cast to 0 and divided by zero).
+  std::vector<uint8_t> v = {255, 128, 0};
+  ops::apply_postscale(v.data(), v.size(), DType::kUInt8, ReduceOp::kAverage, 256, 1.0);
+  CHECK(v == std::vector<uint8_t>{0, 0, 0});
+  std::vector<int8_t> w = {127, -128};
+  ops::apply_postscale(w.data(), w.size(), DType::kInt8, ReduceOp::kAverage, 200, 1.0);
+  CHECK(w == std::vector<int8_t>{0, 0});
 }

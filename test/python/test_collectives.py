@@ -5,8 +5,8 @@ import torch
 import kolo.torch as hvd
 from util import rank_data
 
-DTYPES = [torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32,
-          torch.float64]
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+          torch.bfloat16, torch.float32, torch.float64]
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 SHAPES = [(), (1,), (17,), (3, 5, 2)]
 
@@ -194,9 +194,35 @@ def test_barrier_and_topology():
 
 
 def test_unsupported_inputs_fail_locally():
-    with pytest.raises(TypeError, match="dtype torch.int16 is not supported"):
-        hvd.allreduce(torch.zeros(2, dtype=torch.int16))
+    with pytest.raises(TypeError, match="dtype torch.complex64 is not supported"):
+        hvd.allreduce(torch.zeros(2, dtype=torch.complex64))
     with pytest.raises(NotImplementedError, match="Adasum"):
         hvd.allreduce(torch.zeros(2), op=hvd.Adasum)
     with pytest.raises(ValueError, match="unknown op"):
         hvd.allreduce(torch.zeros(2), op=17)
+
+
+@pytest.mark.parametrize("op,logical", [("Sum", "any"), ("Max", "any"), ("Product", "all"), ("Min", "all")])
+def test_bool_allreduce_is_logical(op, logical):
+    # torch.distributed's rule: sum/max = OR, product/min = AND. Element i on rank r is bit r of i.
+    n, r = hvd.size(), hvd.rank()
+    i = torch.arange(2 ** n * 3)
+    mine = ((i % 2 ** n) >> r & 1).bool()
+    pattern = i % 2 ** n
+    want = pattern != 0 if logical == "any" else pattern == 2 ** n - 1
+    got = hvd.allreduce(mine, op=OPS[op], name="bool.%s" % op)
+    assert got.dtype == torch.bool and torch.equal(got, want)
+
+
+def test_bool_average_is_refused_and_bool_buffers_broadcast():
+    with pytest.raises(Exception, match="average of bool tensors is not defined"):
+        hvd.allreduce(torch.ones(3, dtype=torch.bool), name="bool.avg")  # the default op is Average
+    # A model whose state holds bool and int8 buffers (masks, quantised weights) broadcasts whole.
+    m = torch.nn.Linear(3, 2)
+    m.register_buffer("mask", torch.tensor([hvd.rank() == 0, False, True]))
+    m.register_buffer("q", torch.full((4,), hvd.rank() - 3, dtype=torch.int8))
+    hvd.broadcast_parameters(m.state_dict(), root_rank=0)
+    assert torch.equal(m.mask, torch.tensor([True, False, True]))
+    assert torch.equal(m.q, torch.full((4,), -3, dtype=torch.int8))
+    flags = hvd.allgather(torch.tensor([hvd.rank() % 2 == 1]), name="bool.gather")
+    assert flags.tolist() == [q % 2 == 1 for q in range(hvd.size())]

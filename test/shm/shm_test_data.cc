@@ -23,6 +23,7 @@ double value_for(uint64_t seed, int rank, size_t i, DType dtype, ReduceOp op) {
   const uint64_t h = mix(seed ^ mix(static_cast<uint64_t>(rank) * 1000003u + i));
   const bool product = op == ReduceOp::kProduct;
   if (dtype == DType::kUInt8) return static_cast<double>(product ? 1 + h % 3 : h % 60);
+  if (dtype == DType::kInt8 && !product) return static_cast<double>(static_cast<int64_t>(h % 11) - 5);
   if (!is_floating(dtype)) {
     const int64_t v = product ? static_cast<int64_t>(h % 5) - 2 : static_cast<int64_t>(h % 2001) - 1000;
     return static_cast<double>(v == 0 && product ? 1 : v);
@@ -36,6 +37,9 @@ void store(std::byte* buf, size_t i, DType dtype, double v) {
     case DType::kUInt8: reinterpret_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); return;
     case DType::kInt32: reinterpret_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); return;
     case DType::kInt64: reinterpret_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); return;
+    case DType::kInt8: reinterpret_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); return;
+    case DType::kInt16: reinterpret_cast<int16_t*>(buf)[i] = static_cast<int16_t>(v); return;
+    case DType::kBool: reinterpret_cast<uint8_t*>(buf)[i] = v != 0; return;
     case DType::kFloat16: reinterpret_cast<Half*>(buf)[i] = float_to_half(static_cast<float>(v)); return;
     case DType::kBFloat16: reinterpret_cast<BFloat16*>(buf)[i] = float_to_bf16(static_cast<float>(v)); return;
     case DType::kFloat32: reinterpret_cast<float*>(buf)[i] = static_cast<float>(v); return;
@@ -50,6 +54,9 @@ double element(const std::byte* buf, size_t i, DType dtype) {
     case DType::kUInt8: return reinterpret_cast<const uint8_t*>(buf)[i];
     case DType::kInt32: return reinterpret_cast<const int32_t*>(buf)[i];
     case DType::kInt64: return static_cast<double>(reinterpret_cast<const int64_t*>(buf)[i]);
+    case DType::kInt8: return reinterpret_cast<const int8_t*>(buf)[i];
+    case DType::kInt16: return reinterpret_cast<const int16_t*>(buf)[i];
+    case DType::kBool: return reinterpret_cast<const uint8_t*>(buf)[i];
     case DType::kFloat16: return half_to_float(reinterpret_cast<const Half*>(buf)[i]);
     case DType::kBFloat16: return bf16_to_float(reinterpret_cast<const BFloat16*>(buf)[i]);
     case DType::kFloat32: return reinterpret_cast<const float*>(buf)[i];
@@ -144,10 +151,15 @@ std::string check_allreduce(ShmGroup& g, uint64_t seed, size_t count, DType dtyp
   std::vector<std::byte> buf = make_input(seed, g.local_rank(), count, dtype, op);
   const size_t es = dtype_size(dtype);
   std::vector<Piece> parts;
-  for (int k = 0; k < pieces; ++k) {  // uneven pieces, some of them empty
-    const size_t lo = count * static_cast<size_t>(k) * k / (static_cast<size_t>(pieces) * pieces);
-    const size_t hi = count * static_cast<size_t>(k + 1) * (k + 1) / (static_cast<size_t>(pieces) * pieces);
-    parts.push_back({buf.data() + lo * es, hi - lo});
+  // Uneven pieces, some of them empty, listed even ones first: the engine joins pieces that
+  // follow each other in memory (detail::Pieces), and this way only some of them do (two
+  // pieces with an empty one between them).
+  for (int first : {0, 1}) {
+    for (int k = first; k < pieces; k += 2) {
+      const size_t lo = count * static_cast<size_t>(k) * k / (static_cast<size_t>(pieces) * pieces);
+      const size_t hi = count * static_cast<size_t>(k + 1) * (k + 1) / (static_cast<size_t>(pieces) * pieces);
+      parts.push_back({buf.data() + lo * es, hi - lo});
+    }
   }
   const std::string what = std::string(dtype_name(dtype)) + " " + std::string(reduce_op_name(op)) +
                            " count " + std::to_string(count) + " pieces " + std::to_string(pieces) +

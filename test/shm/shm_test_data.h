@@ -6,7 +6,8 @@
 // from the left, prescale before, apply_postscale after; fp16/bf16 in float32 with one
 // rounding at the end). The engine's result must equal
 // that reference bit for bit, for every dtype — a much stricter check than a tolerance.
-// Values are small (|x| <= 4, products of <= 4 ranks) so integer ops never overflow.
+// Values are small (int8: |x| <= 5, so sums of 4 ranks scaled by 2 and 3 fit; products of
+// <= 4 ranks) so integer ops never overflow.
 #pragma once
 
 #include <cstddef>
@@ -19,9 +20,9 @@
 
 namespace kolo::shm::testing {
 
-inline constexpr DType kAllDTypes[] = {DType::kUInt8,   DType::kInt32,   DType::kInt64,
-                                       DType::kFloat16, DType::kBFloat16, DType::kFloat32,
-                                       DType::kFloat64};
+inline constexpr DType kAllDTypes[] = {DType::kUInt8,   DType::kInt8,     DType::kInt16,
+                                       DType::kInt32,   DType::kInt64,    DType::kFloat16,
+                                       DType::kBFloat16, DType::kFloat32, DType::kFloat64};
 inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                        ReduceOp::kMax, ReduceOp::kProduct};
 
@@ -39,7 +40,7 @@ std::string first_difference(const std::vector<std::byte>& got,
 // Element i of `buf` as a double (for messages and tolerance checks).
 double element(const std::byte* buf, size_t i, DType dtype);
 
-// Runs g.allreduce on this rank's input (split into `pieces` consecutive pieces) and
+// Runs g.allreduce on this rank's input (split into `pieces` pieces, listed out of order) and
 // compares with reference_allreduce bitwise. Returns "" or what differed, with the case.
 std::string check_allreduce(ShmGroup& g, uint64_t seed, size_t count, DType dtype, ReduceOp op,
                             double prescale, double postscale, int pieces = 1);

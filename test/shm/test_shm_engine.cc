@@ -12,15 +12,38 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_kernels.h"
+#include "ops/shm/shm_pieces.h"
 #include "test/shm/engine_test_util.h"
 #include "test/shm/fork_ranks.h"
 #include "test/shm/shm_test_data.h"
 
 namespace kolo::shm::testing {
+
+TEST_CASE("shm pieces that follow each other in memory are visited as one run", "[shm]") {
+  std::vector<float> a(20), b(8);
+  // a[0,10) a[10,20) b[0,5) (empty) b[5,8): two runs, a's 20 elements and b's 8.
+  const std::vector<Piece> pieces = {{a.data(), 10}, {a.data() + 10, 10}, {b.data(), 5}, {b.data() + 8, 0},
+                                     {b.data() + 5, 3}};
+  const detail::Pieces all(pieces, sizeof(float));
+  REQUIRE(all.total() == 28);
+  std::vector<std::tuple<char*, size_t, size_t>> calls;
+  const auto note = [&](char* p, size_t done, size_t n) { calls.emplace_back(p, done, n); };
+  all.for_range(0, 28, note);
+  REQUIRE(calls == decltype(calls){{reinterpret_cast<char*>(a.data()), 0, 20}, {reinterpret_cast<char*>(b.data()), 20, 8}});
+  calls.clear();
+  all.for_range(15, 10, note);  // the end of a's run, then b's first 5
+  REQUIRE(calls == decltype(calls){{reinterpret_cast<char*>(a.data() + 15), 0, 5}, {reinterpret_cast<char*>(b.data()), 5, 5}});
+  calls.clear();
+  // A piece listed before the one it follows in memory is not joined to it.
+  const std::vector<Piece> reversed = {{a.data() + 10, 10}, {a.data(), 10}};
+  detail::Pieces(reversed, sizeof(float)).for_range(5, 10, note);
+  REQUIRE(calls == decltype(calls){{reinterpret_cast<char*>(a.data() + 15), 0, 5}, {reinterpret_cast<char*>(a.data()), 5, 5}});
+}
 
 TEST_CASE("shm copy_bytes copies every size and alignment exactly and writes nothing else", "[shm]") {
   // Sizes around the vector loop's steps (32, 128 bytes) and its hand-over to memcpy (1 MiB).

@@ -154,8 +154,17 @@ TEST_CASE("non-contiguous tensors, async handles, and refused inputs", "[torch]"
   kt::allreduce(transposed, "t.noncontig", {kolo::ReduceOp::kSum});
   CHECK(at::allclose(base, at::arange(12, at::kFloat).reshape({3, 4}) * (size() * (size() + 1) / 2.0)));
   CHECK_THROWS_WITH(kt::allreduce_async(base.t(), "t.async.noncontig"), Catch::Contains("\"t.async.noncontig\" is not contiguous"));
-  CHECK_THROWS_WITH(kt::allreduce(at::ones({2}, at::kBool), "t.bool"),
-                    Catch::Contains("tensor \"t.bool\": dtype Bool is not supported"));
+  CHECK_THROWS_WITH(kt::allreduce(at::ones({2}, at::kComplexFloat), "t.complex"),
+                    Catch::Contains("tensor \"t.complex\": dtype ComplexFloat is not supported"));
+  CHECK_THROWS_WITH(kt::allreduce(at::ones({2}, at::kBool), "t.bool"),  // the default op is average
+                    Catch::Contains("average of bool tensors is not defined"));
+  at::Tensor flags = at::tensor({rank() == 0 ? 1 : 0, 0}).to(at::kBool);
+  kt::allreduce(flags, "t.bool.or", {kolo::ReduceOp::kMax});
+  CHECK(flags[0].item<bool>());
+  CHECK_FALSE(flags[1].item<bool>());
+  at::Tensor small = at::full({3}, rank() + 1, at::kChar);
+  kt::allreduce(small, "t.int8", {kolo::ReduceOp::kSum});
+  CHECK(small[2].item<int>() == size() * (size() + 1) / 2);
   at::Tensor a = at::full({100}, 1.0, at::kDouble);
   kolo::Handle h = kt::allreduce_async(a, "t.async", {kolo::ReduceOp::kAverage, 2.0, 3.0});
   kolo::synchronize(h);

@@ -53,6 +53,9 @@ _DTYPES = {
     torch.bfloat16: _kolo.DTYPE_BFLOAT16,
     torch.float32: _kolo.DTYPE_FLOAT32,
     torch.float64: _kolo.DTYPE_FLOAT64,
+    torch.int8: _kolo.DTYPE_INT8,
+    torch.int16: _kolo.DTYPE_INT16,
+    torch.bool: _kolo.DTYPE_BOOL,  # sum/max reduce as OR, product/min as AND (torch.distributed's rule)
 }
 
 
@@ -207,7 +210,7 @@ def _dtype_code(tensor, what):
         raise TypeError("kolo.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
     code = _DTYPES.get(tensor.dtype)
     if code is None:
-        raise TypeError("kolo.torch.%s: dtype %s is not supported; kolo reduces %s" %
+        raise TypeError("kolo.torch.%s: dtype %s is not supported; kolo supports %s" %
                         (what, tensor.dtype, ", ".join(str(d) for d in _DTYPES)))
     if tensor.is_sparse:
         raise TypeError("kolo.torch.%s: sparse tensors are not supported" % what)
