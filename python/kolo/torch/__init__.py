@@ -26,6 +26,7 @@ from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError
 from kolo.torch import kvstore
 from kolo.torch.kvstore import KVStore
 from kolo.torch.optimizer import DistributedOptimizer
+from kolo.torch.sync_batch_norm import SyncBatchNorm
 from kolo.torch.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from kolo.torch.scatter_ops import (alltoall, alltoall_async, grouped_allgather, grouped_allgather_async,
                                    grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
