@@ -77,9 +77,10 @@ bits=$(awk -v r="${rate,,}" 'BEGIN { m = 1; if (r ~ /gbit$/) m = 1e9; else if (r
   else if (r ~ /kbit$/) m = 1e3; sub(/[a-z]+$/, "", r); print r * m }')
 case $dtype in float32) vbytes=4 ;; float16 | bfloat16) vbytes=2 ;; *) echo "hosts.sh: DTYPE=$dtype: float32, float16 or bfloat16" >&2; exit 1 ;; esac
 bytes=$((25557032 * vbytes))
-bound_ms=$(awk -v b="$bytes" -v r="$bits" 'BEGIN { printf "%.0f", b * 8 / r * 1000 }')
+# An allreduce over P hosts sends at least 2(P-1)/P of the buffer out of each host (once for 2).
+bound_ms=$(awk -v b="$bytes" -v r="$bits" -v p="$hosts" 'BEGIN { printf "%.0f", b * 8 / r * 1000 * 2 * (p - 1) / p }')
 echo "link: $rate per host each way ($(tc -n "kolo-$s-h1" qdisc show dev eth0 | head -1 | cut -d' ' -f2));" \
-     "ResNet-50 gradients ($dtype) $bytes bytes; link bound (each host sends them once): $bound_ms ms"
+     "ResNet-50 gradients ($dtype) $bytes bytes; link bound (each host sends 2(P-1)/P of them, P=$hosts): $bound_ms ms"
 # What one TCP connection moves through the shaped link, both ways at once (the measured bound).
 "$tools/kolo-hosts" exec -s "$s" "$s-h2" /usr/bin/python3 "$here/link_probe.py" serve 9555 "$bytes" &
 probe=$!
