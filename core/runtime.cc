@@ -508,7 +508,8 @@ namespace {
 // runs (prepare_alltoall_output).
 Status check_alltoall_into(const TensorView& input, const TensorView& output, const std::string& name) {
   const std::string where = "alltoall \"" + name + "\": ";
-  if (static_cast<int>(output.dtype) >= kNumDTypes) return Status::invalid_argument(where + "output has an unknown dtype");
+  if (static_cast<int>(output.dtype) >= kNumDTypes)
+    return Status::invalid_argument(where + "output has an unknown dtype");
   const std::string out = "output " + std::string(dtype_name(output.dtype)) + shape_string(output.shape) + " ";
   if (std::any_of(output.shape.begin(), output.shape.end(), [](int64_t d) { return d < 0; }))
     return Status::invalid_argument(where + out + "has a negative dimension");
@@ -559,12 +560,14 @@ Handle alltoall_async(const TensorView& input, const TensorView& output, const s
 
 void alltoall(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
               const std::string& name, std::vector<int64_t>* received_splits, const ProcessSet& set) {
+  WaitsNext waits;  // this thread waits next: the push need not wake the coordinator
   Handle h = alltoall_async(input, output, splits, name, set);
   synchronize(h);
   if (received_splits) *received_splits = h.received_splits();
 }
 
 void alltoall(const TensorView& input, const TensorView& output, const std::string& name, const ProcessSet& set) {
+  WaitsNext waits;
   synchronize(alltoall_async(input, output, name, set));
 }
 

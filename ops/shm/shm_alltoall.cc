@@ -138,14 +138,17 @@ Status ShmGroup::alltoallv_direct(const char* in, char* out, const std::vector<s
     }
   }
   copy_bytes(out + recv_lo[r], in + send_lo[r], at(r, r));
-  // A rank whose result is pooled offers its next result block (a rank whose result lies
-  // elsewhere offers none: its next call would have to copy out of it). Where this result
-  // is the reserved block it is taken for good; otherwise the reserved block got nothing
-  // this call (the peers wrote at `mine`).
+  // A rank whose result is pooled offers its next result block, and so does one whose result
+  // is private (a caller's output): its next call then takes one step and copies its blocks
+  // out of the offered block (alltoallv_reserved) instead of a second step and a
+  // process_vm_readv (up to reserve_max_bytes). One whose result lies in the arena offers
+  // none (its peers write straight into it). Where this result is the reserved block it is
+  // taken for good; otherwise the reserved block got nothing this call (the peers wrote at
+  // `mine`).
   DoneNote done_note{flag, ShmResultPool::kNone, 0};
-  if (mine != ShmResultPool::kNone && mine_in == kInPool) {
+  if (pool != nullptr && (mine == ShmResultPool::kNone || mine_in == kInPool)) {
     bool taken = false;
-    if (pool->reserved(&taken) == mine && taken) pool->consume_reserved();
+    if (mine != ShmResultPool::kNone && pool->reserved(&taken) == mine && taken) pool->consume_reserved();
     reserve_next(pool, recv_lo[N], &done_note.next_offset, &done_note.next_room);
   }
   const uint64_t e2 = sync_.next_step();
@@ -215,12 +218,15 @@ bool ShmGroup::reserved_fits(const std::vector<size_t>& m) const {
 // d straight into d's reserved block — whether or not d has reached this call yet — and
 // one step tells every rank its blocks arrived (and keeps every input valid until then).
 // A rank whose result is the reserved block is then done; one whose result lies elsewhere
-// (a caller's output, the heap) copies its blocks out of the reserved block after the step
-// and offers none for the next call, which then takes two steps again. Only ranks whose
-// result was pooled offer a block, so that is rare (a result that no longer fits the pool).
+// copies its blocks out of the reserved block after the step. Unless that result is in the
+// arena (whose owner offers none: its peers write straight into it, on two steps), it takes
+// the reserved block as an ordinary one before the step and reserves and offers another, so
+// the next call is one step again while it still copies out of this one (given back after
+// the copy: a block is never offered while its owner may still read it). So a private
+// output kept across calls (a caller's, the heap's) takes one step and one extra copy.
 Status ShmGroup::alltoallv_reserved(const char* in, char* out, const std::vector<size_t>& m,
                                     const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                                    ShmResultPool* pool, const CallDesc& desc) {
+                                    ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc) {
   const int r = opts_.local_rank;
   const int n = opts_.local_size;
   const auto N = static_cast<size_t>(n);
@@ -234,19 +240,35 @@ Status ShmGroup::alltoallv_reserved(const char* in, char* out, const std::vector
   for (int s = 0; s < n; ++s) pushed = pushed || (s != r && at(s, r) > 0);
   const uint64_t mine = next_offset_[static_cast<size_t>(r)];
   const bool in_place = mine != ShmResultPool::kNone && pool->offset_of(out, recv_lo[N]) == mine;
+  const bool in_arena = arena != nullptr && arena->offset_of(out, recv_lo[N]) != ShmArena::kNone;
   DoneNote note{0, ShmResultPool::kNone, 0};
+  void* staged = nullptr;  // the reserved block, taken: a private result is copied out of it
+  bool offer = in_place;
   if (in_place) {
     pool->consume_reserved();
-    reserve_next(pool, recv_lo[N], &note.next_offset, &note.next_room);
+  } else if (!in_arena && mine != ShmResultPool::kNone) {
+    offer = !pushed;  // nothing written into the reserved block: it can be offered again
+    if (pushed) staged = pool->take(recv_lo[N]);  // hands out the reserved block first
+    if (staged != nullptr && pool->offset_of(staged, recv_lo[N]) == mine) {
+      pool->consume_reserved();
+      offer = true;
+    } else if (staged != nullptr) {
+      pool->give(staged);
+      staged = nullptr;
+    }
   }
+  if (offer) reserve_next(pool, recv_lo[N], &note.next_offset, &note.next_room);
   std::memcpy(slot(e, r), &note, sizeof note);
   KOLO_RETURN_IF_ERROR(record(sync_.arrive(e, desc)));
+  // On a failed step `staged` is kept out for good: a peer slow rather than gone may still
+  // write into it.
   KOLO_RETURN_IF_ERROR(record(sync_.wait_all(e, true)));
   if (pushed && !in_place) {
     const char* held = pool->region(r) + mine;
     for (int s = 0; s < n; ++s)
       if (s != r) copy_bytes(out + recv_lo[s], held + recv_lo[s], at(s, r));
   }
+  if (staged != nullptr) pool->give(staged);  // not before the step: peers write into it until then
   read_reserved(e);
   return Status::ok();
 }
@@ -279,7 +301,7 @@ Status ShmGroup::alltoallv(const void* in, void* out, const std::vector<size_t>&
   // The same choice on every rank: the pool and the arena are each on all or none,
   // single_copy_ changes on all.
   if (n > 1 && pool != nullptr && most >= opts_.pool_direct_min_bytes && reserved_fits(m))
-    return alltoallv_reserved(i, o, m, sd, rd, pool, desc);
+    return alltoallv_reserved(i, o, m, sd, rd, pool, arena, desc);
   if (n > 1 && ((pool != nullptr && most >= opts_.pool_direct_min_bytes) ||
                 (single_copy_ && most >= opts_.single_copy_min_bytes))) {
     bool done = false;

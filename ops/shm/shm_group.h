@@ -260,7 +260,7 @@ class ShmGroup {
   bool reserved_fits(const std::vector<size_t>& m) const;
   Status alltoallv_reserved(const char* in, char* out, const std::vector<size_t>& m,
                             const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
-                            ShmResultPool* pool, const CallDesc& desc);
+                            ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc);
   // At the direct paths' last step: this rank's next result block, to publish (pool->reserve).
   void reserve_next(ShmResultPool* pool, size_t bytes, uint64_t* offset, uint64_t* room);
   // After that step: every rank's published block, usable by the next call at step e + 1.
