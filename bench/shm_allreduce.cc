@@ -2,7 +2,7 @@
 //
 //   mpirun -np 2 build/bench/kolo-bench-shm-allreduce [--iters N] [--out DIR]
 //          [--segment-bytes B] [--small-bytes B] [--arena-chunk-bytes B] [--no-sweep]
-//          [--case 4KB|64MB|tiny|resnet50|sweep] [--batch N] [--factor F] [--max-bytes B]
+//          [--case 4KB|64MB|tiny|resnet50|sweep] [--batch N] [--factor F] [--max-bytes B] [--fill]
 //
 // Cases: a 4 KB buffer (latency), one 64 MB tensor, a ResNet-50 gradient step (161 separate
 // fp32 tensors, 102 MB: one MPI_Allreduce per tensor, one MPI_Allreduce over one contiguous
@@ -11,6 +11,14 @@
 // iteration; min and median over the iterations are printed (the machine is shared and
 // noisy: the min is the best estimate of what the code can do). With --out DIR the rows are
 // also written to DIR/shm_allreduce.csv.
+//
+// --fill: the buffer is rewritten before every call, MPI's and the engine's alike (outside
+// the timing, one call per sample), as kolo-bench-allreduce does and as a training step's
+// backward pass does to its gradients. Without it every call reduces the buffer the last
+// one left in the caches. The --fill ratio is the one that compares with kolo-bench-allreduce
+// and with training; MPI_Allreduce is slower on a rewritten buffer at some sizes and faster
+// at others, so the two ratios differ (docs/benchmarks.md). Applies to 4KB, 64MB, tiny and
+// the sweep; the resnet50 case ignores it.
 #include <mpi.h>
 
 #include <algorithm>
@@ -42,6 +50,7 @@ struct Args {
   size_t factor = 4;  // --factor: the sweep's step between sizes
   size_t max_bytes = 128u << 20;  // --max-bytes: the sweep's largest size
   std::string only;  // --case: run just this case (4KB, 64MB, tiny, resnet50, sweep)
+  bool fill = false;  // --fill: rewrite the buffer before every call (one call per sample)
   bool runs(const char* kase) const { return only.empty() || only == kase; }
 };
 
@@ -59,6 +68,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--factor" && has_value) a.factor = std::max<size_t>(2, std::strtoull(argv[++i], nullptr, 10));
     else if (k == "--max-bytes" && has_value) a.max_bytes = std::strtoull(argv[++i], nullptr, 10);
     else if (k == "--no-sweep") a.sweep = false;
+    else if (k == "--fill") a.fill = true;
     else if (k == "--case" && has_value) a.only = argv[++i];
     else {
       std::fprintf(stderr, "unknown or incomplete argument \"%s\"\n", k.c_str());
@@ -73,11 +83,14 @@ struct Timing {
 };
 
 // Times `fn` (`batch` calls back to back, divided by batch) `iters` times after a barrier;
-// each sample is the slowest rank's.
-Timing time_it(const std::function<void()>& fn, int iters, int batch) {
+// each sample is the slowest rank's. `before` (may be empty) runs before each sample's
+// barrier, untimed.
+Timing time_it(const std::function<void()>& fn, int iters, int batch,
+               const std::function<void()>& before = nullptr) {
   for (int w = 0; w < std::max(1, 3 / batch); ++w) fn();  // warm-up: page faults, caches
   std::vector<double> samples;
   for (int i = 0; i < iters; ++i) {
+    if (before) before();
     MPI_Barrier(MPI_COMM_WORLD);
     const auto t0 = std::chrono::steady_clock::now();
     for (int b = 0; b < batch; ++b) fn();
@@ -120,13 +133,21 @@ struct Bench {
     }
   }
 
+  // With --fill: what runs before each sample (rewrites buf; `batch` must then be 1).
+  std::function<void()> refill(float* buf, size_t count) const {
+    if (!args.fill) return nullptr;
+    const float mine = static_cast<float>(rank + 1);
+    return [=] { std::fill(buf, buf + count, mine); };
+  }
+  // One call per sample with --fill (the rewrite must come before each call), else `batch`.
+  int per_sample(int batch) const { return args.fill ? 1 : batch; }
   Timing mpi(float* buf, size_t count, int batch) {
     return time_it([&] { MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
-                   args.iters, batch);
+                   args.iters, per_sample(batch), refill(buf, count));
   }
   Timing kolo(float* buf, size_t count, int batch) {
     return time_it([&] { check(group->allreduce(buf, count, DType::kFloat32, ReduceOp::kSum), "shm allreduce"); },
-                   args.iters, batch);
+                   args.iters, per_sample(batch), refill(buf, count));
   }
 
   // Sanity: a sum over ranks of (rank + 1) must come out as n(n+1)/2 everywhere.
@@ -142,12 +163,24 @@ struct Bench {
     }
     std::fill(buf, buf + count, 0.0f);  // zeros stay zeros: no overflow over many iterations
   }
+  // With --fill: the last timed call reduced a fresh rank + 1 everywhere; `want` (the sum or
+  // the average over ranks) must be in every checked element. Aborts the job if not.
+  void check_filled(const float* buf, size_t count, float want) {
+    if (!args.fill) return;
+    for (size_t i = 0; i < count; i += 997) {
+      if (buf[i] != want) {
+        std::fprintf(stderr, "rank %d: --fill: wrong result %g at %zu (want %g)\n", rank, buf[i], i, want);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    }
+  }
 
   void single(const std::string& kase, size_t bytes, int batch) {
     std::vector<float> buf(bytes / sizeof(float));
     verify(buf.data(), buf.size());
     const Timing m = mpi(buf.data(), buf.size(), batch);
     const Timing k = kolo(buf.data(), buf.size(), batch);
+    check_filled(buf.data(), buf.size(), size * (size + 1) / 2.0f);
     row(kase, "MPI_Allreduce", bytes, m, nullptr);
     row(kase, "kolo-shm", bytes, k, &m);
   }
@@ -251,12 +284,14 @@ void Bench::tiny() {
   std::vector<shm::Piece> pieces;
   for (size_t i = 0; i < n; ++i) pieces.push_back({flat.data() + i * each, each});
   const Timing one = mpi(flat.data(), flat.size(), 1);
+  const auto before = refill(flat.data(), flat.size());
   const Timing k1 = time_it([&] {
     check(group->allreduce(flat.data(), flat.size(), DType::kFloat32, ReduceOp::kAverage), "shm allreduce");
-  }, args.iters, 1);
+  }, args.iters, 1, before);
   const Timing k = time_it([&] {
     check(group->allreduce(pieces, DType::kFloat32, ReduceOp::kAverage), "shm allreduce");
-  }, args.iters, 1);
+  }, args.iters, 1, before);
+  check_filled(flat.data(), flat.size(), (size + 1) / 2.0f);
   row("tiny", "MPI one 4MB buffer", flat.size() * 4, one, nullptr);
   row("tiny", "kolo-shm 1000 pieces, avg", flat.size() * 4, k, &one);
   row("tiny", "kolo-shm one buffer, avg", flat.size() * 4, k1, &one);
@@ -324,9 +359,12 @@ int run(int argc, char** argv) {
     if (b.csv != nullptr) std::fprintf(b.csv, "case,impl,np,bytes,min_ms,median_ms,algbw_GBps,busbw_GBps\n");
   }
   if (b.rank == 0) {
-    std::printf("# np=%d  slot %zu bytes  small path <= %zu bytes  zero-copy chunk %zu bytes  AVX2 reduce: %s  iters %d\n",
+    std::printf("# np=%d  slot %zu bytes  small path <= %zu bytes  zero-copy chunk %zu bytes  AVX2 reduce: %s  iters %d  "
+                "%s\n",
                 b.size, group->slot_bytes(), o.small_bytes, o.arena_chunk_bytes, shm::reduce_uses_avx2() ? "yes" : "no",
-                b.args.iters);
+                b.args.iters,
+                b.args.fill ? "--fill: buffer rewritten before every call, one call per sample"
+                            : "buffer not rewritten between calls");
     std::printf("%-14s %-26s %12s %10s %10s %8s %8s   %s\n", "case", "impl", "bytes", "min ms",
                 "median ms", "algbw", "busbw", "speed-up (min)");
   }

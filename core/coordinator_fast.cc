@@ -137,7 +137,7 @@ Status Coordinator::fast_publish() {
   board_->publish(lists_started_, fast_ids_);
   fast_dirty_ = false;
   fast_published_lists_ = lists_started_;
-  round_opened_ = Clock::now();
+  round_opened_ = Clock::time_point{};  // read when the round first waits (fast_resolve)
   round_warned_ = false;
   fast_rounds_.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
@@ -150,7 +150,8 @@ Status Coordinator::fast_step(bool* activity, bool offer) {
     if (!board_ || board_->open()) return Status::ok();
   }
   if (!offer) return Status::ok();
-  if (!fast_.empty() && Clock::now() - last_age_scan_ > std::chrono::milliseconds(10)) {
+  // The pass's clock reading (pass_start_) is fine enough for a 10 ms scan.
+  if (!fast_.empty() && pass_start_ - last_age_scan_ > std::chrono::milliseconds(10)) {
     // Held too long (a peer never submits it): rank 0's table and stall inspector take over.
     const auto now = last_age_scan_ = Clock::now();
     fast_demote([&](const FastHeld& h) { return now - h.since > fast_max_hold_; });
@@ -195,7 +196,11 @@ Status Coordinator::fast_resolve(bool* activity) {
     // another process set) is waited for, like any live peer: the loop's dead-peer checks
     // end the wait if its process is gone. Failing here after KOLO_PEER_TIMEOUT_SECONDS
     // (before session 8) stopped this coordinator alone, with the peers left waiting on it.
-    if (!round_warned_ && Clock::now() - round_opened_ > std::chrono::duration<double>(config_.peer_timeout_seconds)) {
+    // The round's age counts from its first wait, not its publish: a round whose peers had
+    // all published resolves at once, with no clock reading.
+    const auto now = Clock::now();
+    if (round_opened_ == Clock::time_point{}) round_opened_ = now;
+    if (!round_warned_ && now - round_opened_ > std::chrono::duration<double>(config_.peer_timeout_seconds)) {
       round_warned_ = true;
       KOLO_LOG(LogLevel::kWarning, "fast path: local rank " << late << " has not answered round " << board_->round()
                                    << " of the shared-memory board for " << config_.peer_timeout_seconds
