@@ -218,12 +218,13 @@ bool ShmGroup::reserved_fits(const std::vector<size_t>& m) const {
 // d straight into d's reserved block — whether or not d has reached this call yet — and
 // one step tells every rank its blocks arrived (and keeps every input valid until then).
 // A rank whose result is the reserved block is then done; one whose result lies elsewhere
-// copies its blocks out of the reserved block after the step. Unless that result is in the
-// arena (whose owner offers none: its peers write straight into it, on two steps), it takes
-// the reserved block as an ordinary one before the step and reserves and offers another, so
-// the next call is one step again while it still copies out of this one (given back after
-// the copy: a block is never offered while its owner may still read it). So a private
-// output kept across calls (a caller's, the heap's) takes one step and one extra copy.
+// copies its blocks out of the reserved block after the step. Where that result is private
+// (a caller's output kept across calls, the heap), it takes the reserved block as an
+// ordinary one before the step and reserves and offers another, so the next call is one
+// step again while it still copies out of this one (given back after the copy: a block is
+// never offered while its owner may still read it): one step and one extra copy. A result
+// elsewhere in the pool or in the arena offers none (np=4 A/B: staging those too made the
+// kolo-result case slower, 0.6-0.75x MPI -> 0.6-1.1x), and the next call takes two steps.
 Status ShmGroup::alltoallv_reserved(const char* in, char* out, const std::vector<size_t>& m,
                                     const std::vector<size_t>& send_lo, const std::vector<size_t>& recv_lo,
                                     ShmResultPool* pool, const ShmArena* arena, const CallDesc& desc) {
@@ -239,14 +240,16 @@ Status ShmGroup::alltoallv_reserved(const char* in, char* out, const std::vector
   bool pushed = false;  // whether peers write into this rank's reserved block
   for (int s = 0; s < n; ++s) pushed = pushed || (s != r && at(s, r) > 0);
   const uint64_t mine = next_offset_[static_cast<size_t>(r)];
-  const bool in_place = mine != ShmResultPool::kNone && pool->offset_of(out, recv_lo[N]) == mine;
-  const bool in_arena = arena != nullptr && arena->offset_of(out, recv_lo[N]) != ShmArena::kNone;
+  const size_t out_in_pool = pool->offset_of(out, recv_lo[N]);
+  const bool in_place = mine != ShmResultPool::kNone && out_in_pool == mine;
+  const bool in_private = out_in_pool == ShmResultPool::kNone &&
+                          (arena == nullptr || arena->offset_of(out, recv_lo[N]) == ShmArena::kNone);
   DoneNote note{0, ShmResultPool::kNone, 0};
   void* staged = nullptr;  // the reserved block, taken: a private result is copied out of it
   bool offer = in_place;
   if (in_place) {
     pool->consume_reserved();
-  } else if (!in_arena && mine != ShmResultPool::kNone) {
+  } else if (in_private && mine != ShmResultPool::kNone) {
     offer = !pushed;  // nothing written into the reserved block: it can be offered again
     if (pushed) staged = pool->take(recv_lo[N]);  // hands out the reserved block first
     if (staged != nullptr && pool->offset_of(staged, recv_lo[N]) == mine) {

@@ -243,17 +243,19 @@ TEST_CASE("shm alltoallv reserves each rank's next result; one given back unused
       auto* next = static_cast<std::byte*>(pool->take(total));  // the reserved block
       v = run(1, next);
       if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one";
-      // Rank 1's result in private memory for two calls (one step each; the others' results,
-      // `next`, no longer the reserved block, likewise): its blocks arrive in its reserved
-      // block and are copied out; it takes that block and offers a new one, so its
-      // reservation moves on every call (a two-step call would offer the same one again).
+      // Rank 1's result in private memory: its blocks arrive in its reserved block and are
+      // copied out. Then every rank's, for two calls (one step each): each takes its reserved
+      // block, offers a new one and copies out of the taken one, so its reservation moves on
+      // every call (a two-step call would offer the same one again).
       std::vector<std::byte> mine(total);
-      for (int call = 2; call < 4 && v.empty(); ++call) {
+      if (v.empty()) v = run(2, rank == 1 ? mine.data() : next);
+      if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one (call 2)";
+      for (int call = 3; call < 5 && v.empty(); ++call) {
         const size_t before = pool->reserved();
-        v = run(call, rank == 1 ? mine.data() : next);
-        if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one (call 2, 3)";
+        v = run(call, mine.data());
+        if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one (calls 3, 4)";
         const size_t after = pool->reserved(&taken);
-        if (v.empty() && rank == 1 && (after == ShmResultPool::kNone || taken || after == before))
+        if (v.empty() && call == 4 && (after == ShmResultPool::kNone || taken || after == before))
           v = "call " + std::to_string(call) + ": a private result did not move its reservation on";
       }
       // A group step in between: the next call cannot use the published blocks.
@@ -262,8 +264,8 @@ TEST_CASE("shm alltoallv reserves each rank's next result; one given back unused
         Status s = g.allgatherv(piece.data(), all.data(), std::vector<size_t>(N, 64));
         if (!s.is_ok()) v = "allgatherv: " + s.to_string();
       }
-      for (int call = 4; call < 7 && v.empty(); ++call) v = run(call, next);
-      if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one (calls 4-6)";
+      for (int call = 5; call < 8 && v.empty(); ++call) v = run(call, next);
+      if (v.empty() && !intact()) v = "a push landed in a block that is not the reserved one (calls 5-7)";
       pool->give(next);
       pool->give(kept);
       if (other != nullptr) pool->give(other);
