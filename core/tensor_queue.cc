@@ -74,8 +74,12 @@ bool TensorQueue::push(const TensorView& view, const std::string& name, const Re
       bool fresh = false;
       const uint32_t i = entries_.acquire(name, &fresh);
       // Duplicate: only this handle fails; the collective in flight goes on untouched.
-      if (!fresh) why = duplicate(name, header);
-      else enqueue(i, view, name, header, std::move(handle)), note_pending();
+      if (!fresh) {
+        why = duplicate(name, header);
+      } else {
+        enqueue(i, view, name, header, std::move(handle));
+        note_pending();
+      }
     }
     notify = wake_locked() && wake;
   }

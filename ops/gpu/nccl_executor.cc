@@ -16,6 +16,13 @@ constexpr size_t kSlotAlign = 16;
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// Ok, or why NCCL cannot reduce `t` (`what` names the tensor, or is empty).
+Status check_reducible(DType t, const std::string& what) {
+  if (nccl_reduces(t)) return Status::ok();
+  return Status::invalid_argument(what + "NCCL cannot reduce " + std::string(dtype_name(t)) +
+                                  " GPU tensors (it has no such type); use int32, or reduce a CPU tensor");
+}
+
 }  // namespace
 
 NcclExecutor::NcclExecutor(MPI_Comm data_comm) : mpi_comm_(data_comm) {
@@ -114,9 +121,8 @@ Status NcclExecutor::finish() {
 
 Status NcclExecutor::prepare(const Response& r, const std::vector<TensorEntry>& entries) {
   if (entries.empty()) return Status::internal("NCCL executor given no tensors for \"" + r.names.at(0) + "\"");
-  if ((r.type == Response::Type::kAllreduce || r.type == Response::Type::kReducescatter) && !nccl_reduces(r.dtype))
-    return Status::invalid_argument("\"" + r.names.at(0) + "\": NCCL cannot reduce " + std::string(dtype_name(r.dtype)) +
-                                    " GPU tensors (it has no such type); use int32, or reduce a CPU tensor");
+  if (r.type == Response::Type::kAllreduce || r.type == Response::Type::kReducescatter)
+    KOLO_RETURN_IF_ERROR(check_reducible(r.dtype, "\"" + r.names.at(0) + "\": "));
   const bool hier_only = hier_ && r.type == Response::Type::kAllreduce;
   for (const TensorEntry& e : entries) {
     Status s = hier_only ? ensure_hierarchical(e.view.device.id) : ensure_comm(e.view.device.id);
@@ -345,8 +351,7 @@ Status NcclExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& 
 
 Status NcclExecutor::allreduce_buffer(int device, void* buf, size_t count, DType t, ReduceOp op, double prescale,
                                       double postscale) {
-  if (!nccl_reduces(t))
-    return Status::invalid_argument("NCCL cannot reduce " + std::string(dtype_name(t)) + " GPU tensors; use int32");
+  KOLO_RETURN_IF_ERROR(check_reducible(t, ""));
   KOLO_RETURN_IF_ERROR(hier_ ? ensure_hierarchical(device) : ensure_comm(device));
   Status s = reduce_on_stream(buf, count, t, op, prescale, postscale);
   if (!s.is_ok()) return s.code() == Status::Code::kInvalidArgument ? s : fail(s);
@@ -355,8 +360,7 @@ Status NcclExecutor::allreduce_buffer(int device, void* buf, size_t count, DType
 
 Status NcclExecutor::reducescatter_buffer(int device, const void* send, void* recv, size_t recv_count, DType t,
                                           ReduceOp op) {
-  if (!nccl_reduces(t))
-    return Status::invalid_argument("NCCL cannot reduce " + std::string(dtype_name(t)) + " GPU tensors; use int32");
+  KOLO_RETURN_IF_ERROR(check_reducible(t, ""));
   KOLO_RETURN_IF_ERROR(ensure_comm(device));
   KOLO_NCCL_RETURN(ncclReduceScatter(send, recv, recv_count, nccl_dtype(t), nccl_op(t, op), comm_, stream_));
   KOLO_CUDA_RETURN(launch_postscale(recv, recv_count, t, op, size_, 1.0, stream_));
