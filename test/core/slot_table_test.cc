@@ -78,3 +78,35 @@ TEST_CASE("for_each_in_use visits exactly the slots in use", "[slot_table]") {
   t.for_each_in_use([&](uint32_t i) { seen.insert(t.name(i)); });
   CHECK(seen == std::set<std::string>{"t1", "t3", "t5", "t7", "t9"});
 }
+
+TEST_CASE("thousands of names: each finds its own slot through growth and sweeps", "[slot_table]") {
+  SlotTable<int> t(/*max_idle=*/100);
+  bool fresh = false;
+  std::vector<uint32_t> ids;
+  for (int i = 0; i < 3000; ++i) {
+    ids.push_back(t.acquire("layer." + std::to_string(i) + ".weight", &fresh));
+    REQUIRE(fresh);
+    t.value(ids.back()) = i;
+  }
+  for (int i = 0; i < 3000; ++i) {
+    REQUIRE(t.find("layer." + std::to_string(i) + ".weight") == static_cast<int64_t>(ids[i]));
+    REQUIRE(t.value(ids[i]) == i);
+  }
+  CHECK(t.find("layer.3000.weight") == -1);
+  CHECK(t.find("") == -1);
+  // Release the odd names; new names then sweep them (more than max_idle are idle).
+  for (int i = 1; i < 3000; i += 2) t.release(ids[i]);
+  for (int i = 0; i < 10; ++i) t.acquire("new." + std::to_string(i), &fresh);
+  CHECK(t.idle_count() == 0);
+  CHECK(t.in_use_count() == 1500 + 10);
+  for (int i = 0; i < 3000; ++i) {
+    const int64_t want = i % 2 == 0 ? static_cast<int64_t>(ids[i]) : -1;
+    REQUIRE(t.find("layer." + std::to_string(i) + ".weight") == want);
+  }
+  // A swept name comes back fresh, and the kept ones are still not fresh.
+  t.acquire("layer.1.weight", &fresh);
+  CHECK(fresh);
+  CHECK(t.acquire("layer.2.weight", &fresh) == ids[2]);
+  CHECK_FALSE(fresh);
+  CHECK(t.capacity() <= 3010);  // swept slots were reused for the new names
+}
