@@ -725,7 +725,9 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
   // Names are freed before the handles complete: a thread woken by its handle may resubmit.
   queue_.release(entries);
   for (auto& e : entries) {
-    e.handle->complete(s);
+    // A stand-in for a submission this rank refused fails with this rank's own reason.
+    if (e.request.refused.empty()) e.handle->complete(s);
+    else e.handle->complete(Status::invalid_argument(e.request.refused));
     e.handle.reset();  // the user's handle may be the last owner now
   }
 }

@@ -10,7 +10,8 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-constexpr uint8_t kVersion = 8;  // 5: alltoall, reducescatter, grouped; 6: join; 7: process sets; 8: set cache ids
+// 5: alltoall, reducescatter, grouped; 6: join; 7: process sets; 8: set cache ids; 9: refusals
+constexpr uint8_t kVersion = 9;
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -115,7 +116,7 @@ bool get_request(Reader& r, Request* q) {
          enum_in_range(op, kNumReduceOps, &q->reduce_op) && r.u8(&dt) && enum_in_range(dt, kNumDTypes, &q->dtype) &&
          get_device(r, &q->device) && r.pod(&q->root) && r.pod(&q->prescale) && r.pod(&q->postscale) &&
          r.i64s(&q->shape) && r.str(&q->name) && r.i64s(&q->splits) && r.str(&q->group) &&
-         r.pod(&q->group_size) && r.pod(&q->process_set) && q->process_set >= 0;
+         r.pod(&q->group_size) && r.pod(&q->process_set) && q->process_set >= 0 && r.str(&q->refused);
 }
 
 void put_i32s(Writer& w, const std::vector<int32_t>& v) {
@@ -167,6 +168,7 @@ std::vector<uint8_t> encode(const RequestList& list) {
     w.str(q.group);
     w.pod(q.group_size);
     w.pod(q.process_set);
+    w.str(q.refused);
   }
   w.pod<uint32_t>(static_cast<uint32_t>(list.cached.size()));
   for (uint32_t id : list.cached) w.pod(id);

@@ -39,6 +39,11 @@ struct Request {
   // The process set (core/process_set.h) this collective runs on: 0 = every rank. Rank 0
   // negotiates each set apart; `rank` stays the job-wide rank.
   int32_t process_set = 0;
+  // Non-empty: this rank refused the submission (a bad root, non-finite scale, empty splits,
+  // ... : what it could judge alone) and sends this stand-in so that its peers fail the
+  // collective too instead of waiting for it. The text is the refusal this rank's handle
+  // fails with; rank 0 fails the name on every rank with it (docs/correctness.md).
+  std::string refused;
 
   bool operator==(const Request&) const = default;
 };

@@ -178,6 +178,8 @@ Status MessageTable::add(const Request& q, int job_rank, Clock::time_point now, 
     slot.group_run = 0;
     slot.group_error.clear();
     slot.poison.clear();
+    slot.refusal.clear();
+    slot.refused_by.clear();
     slot.first_seen = now;
   }
   if (slot.have[rank]) {
@@ -194,6 +196,10 @@ Status MessageTable::add(const Request& q, int job_rank, Clock::time_point now, 
                   " submitted it after calling kolo::join() (a rank that joined takes part with no data "
                   "until every rank has joined)";
   slot.have[rank] = true;
+  if (!q.refused.empty()) {
+    if (slot.refusal.empty()) slot.refusal = q.refused;
+    slot.refused_by.push_back(job_rank);
+  }
   if (slot.count == 0) {
     slot.first = q;
     slot.first.rank = job_rank;
@@ -372,10 +378,18 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
     for (int rk = 0; rk < size_; ++rk)
       if (joined_[rk] && !slot.have[rk]) r.joined.push_back(rk);
 
-  if (!slot.poison.empty()) {
+  if (!slot.poison.empty() || !slot.refused_by.empty()) {
     r.type = Response::Type::kError;
     r.sizes.clear();
-    r.error = slot.poison;
+    // A refusal comes before any disagreement: the stand-in's fields are not the caller's.
+    // The refusing ranks' handles fail with their own text (Request::refused).
+    if (slot.poison.empty()) {
+      std::vector<int> by = slot.refused_by;
+      std::sort(by.begin(), by.end());
+      r.error = slot.refusal + "; refused on " + rank_list(by) + " when submitted, so the collective fails on every rank";
+    } else {
+      r.error = slot.poison;
+    }
     return;
   }
   if (!r.joined.empty()) {

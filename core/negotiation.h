@@ -106,6 +106,8 @@ class MessageTable {
     std::string group_error;          // grouped: on the first member, why the whole group fails
     bool done = false;  // in completed_
     std::string poison;  // non-empty: the collective fails with this message
+    std::string refusal;         // the first refusal (Request::refused) received
+    std::vector<int> refused_by;  // job ranks that refused it at submission
     Clock::time_point first_seen;
   };
   // Every rank has submitted or joined.

@@ -77,7 +77,10 @@ class ResponseCache {
   void remember(const Request& q, const std::vector<int64_t>* matrix = nullptr, uint32_t hint = kNoHint);
 
   // Whether `q` may be cached here: not an allgather, and on this cache's set.
-  bool cacheable(const Request& q) const { return q.kind != OpKind::kAllgather && q.process_set == set_; }
+  // A refused submission's stand-in (Request::refused) never matches nor enters a cache.
+  bool cacheable(const Request& q) const {
+    return q.kind != OpKind::kAllgather && q.process_set == set_ && q.refused.empty();
+  }
 
  private:
   size_t capacity_;

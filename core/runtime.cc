@@ -13,6 +13,7 @@
 #include <thread>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include "core/backend.h"
@@ -215,58 +216,96 @@ Status validate_header(const Request& q, DType dtype, const std::string& name, i
   return Status::ok();
 }
 
-// A collective on a process set: the set is registered and active here, this rank is in
-// it, and a broadcast root is in it too.
-Status check_process_set(const Request& q, const std::string& name, const Runtime& rt) {
+// A collective on a process set: the set is registered and active here, and this rank is in
+// it. A refusal here stays on this rank: the set's members do not expect this rank.
+Status check_membership(const Request& q, const std::string& name, const Runtime& rt,
+                        std::optional<std::vector<int>>* members) {
   auto where = [&] { return std::string(op_kind_name(q.kind)) + " \"" + name + "\": "; };
   bool active = false;
   auto ranks = rt.sets.ranks(q.process_set, &active);
   if (!ranks || !active)
     return Status::invalid_argument(where() + "process set " + std::to_string(q.process_set) +
                                     " is not registered (it was removed, or kolo::add_process_set has not returned)");
-  const auto in = [&](int r) { return std::binary_search(ranks->begin(), ranks->end(), r); };
-  if (!in(q.rank))
+  if (!std::binary_search(ranks->begin(), ranks->end(), q.rank))
     return Status::invalid_argument(where() + "rank " + std::to_string(q.rank) + " is not in " +
                                     describe_process_set(q.process_set, *ranks) +
                                     "; only its members may submit collectives on it");
-  if (q.kind == OpKind::kBroadcast && !in(q.root))
-    return Status::invalid_argument(where() + "root " + std::to_string(q.root) + " is not in " +
-                                    describe_process_set(q.process_set, *ranks) +
-                                    " (a broadcast root is a job rank, and must be a member)");
+  *members = std::move(ranks);
   return Status::ok();
 }
 
-// Everything about one submission this rank can judge alone; `rt` is set when it passes.
-Status check_submission(const TensorView& t, const std::string& name, const Request& req, Runtime** rt) {
-  KOLO_RETURN_IF_ERROR(validate(t, name, op_kind_name(req.kind).data()));
-  if (g_closing.load(std::memory_order_seq_cst)) return shut_down();  // after Submitting's count
+// What a submission on a process set this rank is a member of may still get wrong alone.
+Status check_set_root(const Request& q, const std::string& name, const std::vector<int>& members) {
+  if (q.kind != OpKind::kBroadcast || std::binary_search(members.begin(), members.end(), q.root))
+    return Status::ok();
+  return Status::invalid_argument(std::string(op_kind_name(q.kind)) + " \"" + name + "\": root " +
+                                  std::to_string(q.root) + " is not in " + describe_process_set(q.process_set, members) +
+                                  " (a broadcast root is a job rank, and must be a member)");
+}
+
+// Everything about one submission this rank can judge alone; `rt` is set when the runtime
+// runs. `refusal` may carry a fault the caller found first (empty alltoall splits, an output
+// that cannot hold the input). *tell_peers says whether the fault goes to the peers as a
+// refused request (Request::refused): so it does whenever the collective's members would
+// otherwise wait for this rank -- not for an empty name, a runtime that is not running, or a
+// set this rank is not a member of.
+Status check_submission(const TensorView& t, const std::string& name, const Request& req, Runtime** rt,
+                        bool* tell_peers, Status refusal = Status::ok()) {
+  *tell_peers = false;
+  if (name.empty()) return validate(t, name, op_kind_name(req.kind).data());
+  Status local = refusal.is_ok() ? validate(t, name, op_kind_name(req.kind).data()) : std::move(refusal);
+  if (g_closing.load(std::memory_order_seq_cst)) return local.is_ok() ? shut_down() : local;  // after Submitting's count
   *rt = g_runtime.get();
-  if (!*rt) return no_runtime();
-  KOLO_RETURN_IF_ERROR(validate_header(req, t.dtype, name, (*rt)->topo.size));
-  if (req.process_set == 0) return Status::ok();
-  Request q = req;
-  q.rank = (*rt)->topo.rank;
-  return check_process_set(q, name, **rt);
+  if (!*rt) return local.is_ok() ? no_runtime() : local;
+  std::optional<std::vector<int>> members;
+  if (req.process_set != 0) {
+    Request q = req;
+    q.rank = (*rt)->topo.rank;
+    KOLO_RETURN_IF_ERROR(check_membership(q, name, **rt, &members));
+  }
+  if (local.is_ok()) local = validate_header(req, t.dtype, name, (*rt)->topo.size);
+  if (local.is_ok() && members) local = check_set_root(req, name, *members);
+  *tell_peers = !local.is_ok();
+  return local;
+}
+
+// What a refused submission queues in its place: no data, and the tensor's dtype and shape
+// where they are valid (the peers' messages quote them).
+TensorView stand_in(const TensorView& t) {
+  TensorView v;
+  v.device = t.device;
+  if (static_cast<int>(t.dtype) < kNumDTypes) v.dtype = t.dtype;
+  if (std::none_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; })) v.shape = t.shape;
+  return v;
 }
 
 // `req` is the request's header (kind, reduce op, root, scales); the queue fills in the rest.
 // `into`: an alltoall's output in the caller's memory (checked against the received rows
 // when the collective runs: prepare_alltoall_output); `into_error`: why it cannot be used,
-// found here (HandleState::into_error).
+// found here (HandleState::into_error). `refusal`: a fault the caller found (check_submission).
+// A refused submission that its peers would wait for is queued as a stand-in
+// (Request::refused): the handle then fails once rank 0 has failed the name on every rank.
 Handle submit(const TensorView& t, const std::string& name, Request req, const TensorView* into = nullptr,
-              Status into_error = Status::ok()) {
+              Status into_error = Status::ok(), Status refusal = Status::ok()) {
   auto state = detail::make_handle_state(name, req.kind);
   Handle h(state);
+  Submitting in;  // until the push: shutdown() waits for it
+  Runtime* rt = nullptr;
+  bool tell_peers = false;
+  if (Status s = check_submission(t, name, req, &rt, &tell_peers, std::move(refusal)); !s.is_ok()) {
+    if (!tell_peers) {
+      state->complete(s);
+      return h;
+    }
+    req.rank = rt->topo.rank;
+    req.refused = s.message();
+    rt->queue.push(stand_in(t), name, req, std::move(state), wake_on_push(*rt));
+    return h;
+  }
   if (into != nullptr) {
     state->into = *into;
     state->has_into = true;
     state->into_error = std::move(into_error);
-  }
-  Submitting in;  // until the push: shutdown() waits for it
-  Runtime* rt = nullptr;
-  if (Status s = check_submission(t, name, req, &rt); !s.is_ok()) {
-    state->complete(s);
-    return h;
   }
   req.rank = rt->topo.rank;
   // The queue copies name, dtype, shape and device into its reused slot (no allocation).
@@ -274,8 +313,9 @@ Handle submit(const TensorView& t, const std::string& name, Request req, const T
   return h;
 }
 
-// A group: every member is checked before any is queued, so a bad member fails the group on
-// this rank without sending anything (as a bad single tensor does).
+// A group: every member is checked before any is queued. A bad member fails the whole group:
+// on this rank with its reason, and on the peers through stand-ins for every member (as for
+// a single tensor), unless the fault stays local (an empty name, no runtime, not a member).
 Handle submit_group(const std::vector<TensorView>& ts, const std::string& name, Request req) {
   std::vector<std::shared_ptr<detail::HandleState>> members;
   auto group = detail::make_group_state(name, req.kind, ts.size(), &members);
@@ -283,17 +323,26 @@ Handle submit_group(const std::vector<TensorView>& ts, const std::string& name, 
   if (ts.empty()) return h;
   Submitting in;  // until the push: shutdown() waits for it
   Runtime* rt = nullptr;
+  bool tell_peers = !name.empty();
   Status s = name.empty() ? Status::invalid_argument("grouped " + std::string(op_kind_name(req.kind)) +
                                                      ": the group name is empty")
                           : Status::ok();
-  for (size_t i = 0; i < ts.size() && s.is_ok(); ++i) s = check_submission(ts[i], members[i]->name, req, &rt);
-  if (!s.is_ok()) {
+  for (size_t i = 0; i < ts.size() && s.is_ok(); ++i)
+    s = check_submission(ts[i], members[i]->name, req, &rt, &tell_peers);
+  if (!s.is_ok() && !tell_peers) {
     for (auto& m : members) m->complete(s);
     return h;
   }
   req.rank = rt->topo.rank;
   req.group = name;
   req.group_size = static_cast<int32_t>(ts.size());
+  if (!s.is_ok()) {
+    req.refused = s.message();
+    std::vector<TensorView> stand_ins;
+    for (const TensorView& t : ts) stand_ins.push_back(stand_in(t));
+    rt->queue.push_group(stand_ins, req, &members, wake_on_push(*rt));
+    return h;
+  }
   // All members or none (two threads submitting one group name at once: one group runs).
   rt->queue.push_group(ts, req, &members, wake_on_push(*rt));
   return h;
@@ -317,10 +366,12 @@ Status copy_for_out_of_place(const TensorView& input, const TensorView& output, 
   return Status::ok();
 }
 
-Handle failed(const std::string& name, OpKind kind, Status s) {
-  auto state = detail::make_handle_state(name, kind);
-  state->complete(std::move(s));
-  return Handle(state);
+// An explicit split list must name every rank: an empty one would read as the even split.
+Status check_splits_given(const std::vector<int64_t>& splits, const std::string& name) {
+  if (!splits.empty()) return Status::ok();
+  return Status::invalid_argument("alltoall \"" + name +
+                                  "\": splits is empty; pass one split per rank, or call the even-split form "
+                                  "(no splits argument)");
 }
 
 Request reduce_request(OpKind kind, const AllreduceOptions& o) {
@@ -445,11 +496,12 @@ Tensor allgather(const TensorView& input, const std::string& name, const Process
   return std::move(h).output();  // allgather: the same tensor as gathered(), moved out
 }
 
+// The out-of-place forms' faults are refusals like any other (submit's `refusal`): the peers
+// fail the collective too.
 Handle allreduce_async(const TensorView& input, const TensorView& output, const std::string& name,
                        const AllreduceOptions& options) {
-  if (Status s = copy_for_out_of_place(input, output, name, "allreduce"); !s.is_ok())
-    return failed(name, OpKind::kAllreduce, s);
-  return allreduce_async(output, name, options);
+  Status s = copy_for_out_of_place(input, output, name, "allreduce");
+  return submit(output, name, reduce_request(OpKind::kAllreduce, options), nullptr, Status::ok(), std::move(s));
 }
 
 void allreduce(const TensorView& input, const TensorView& output, const std::string& name,
@@ -460,9 +512,10 @@ void allreduce(const TensorView& input, const TensorView& output, const std::str
 
 Handle broadcast_async(const TensorView& input, const TensorView& output, int root, const std::string& name,
                        const ProcessSet& set) {
-  if (Status s = copy_for_out_of_place(input, output, name, "broadcast"); !s.is_ok())
-    return failed(name, OpKind::kBroadcast, s);
-  return broadcast_async(output, root, name, set);
+  Status s = copy_for_out_of_place(input, output, name, "broadcast");
+  Request q = set_request(OpKind::kBroadcast, set);
+  q.root = root;
+  return submit(output, name, std::move(q), nullptr, Status::ok(), std::move(s));
 }
 
 void broadcast(const TensorView& input, const TensorView& output, int root, const std::string& name,
@@ -475,13 +528,7 @@ Handle alltoall_async(const TensorView& input, const std::vector<int64_t>& split
                       const ProcessSet& set) {
   Request q = set_request(OpKind::kAlltoall, set);
   q.splits = splits;
-  // An empty list would read as the even split: refused here (the peers are not told).
-  if (splits.empty())
-    return failed(name, OpKind::kAlltoall,
-                  Status::invalid_argument("alltoall \"" + name +
-                                           "\": splits is empty; pass one split per rank, or call the even-split "
-                                           "form (no splits argument)"));
-  return submit(input, name, std::move(q));
+  return submit(input, name, std::move(q), nullptr, Status::ok(), check_splits_given(splits, name));
 }
 
 Handle alltoall_async(const TensorView& input, const std::string& name, const ProcessSet& set) {
@@ -535,22 +582,23 @@ Status check_alltoall_into(const TensorView& input, const TensorView& output, co
 
 // Submits the output form: with `output` when it passed check_alltoall_into, else with why not.
 // An invalid input fails at once, as in every other form.
-Handle submit_into(const TensorView& input, const TensorView& output, const std::string& name, Request q) {
+// An input off the CPU cannot take part in this CPU form at all: that, and `refusal`, are
+// refusals (submit), which fail the collective on every rank.
+Handle submit_into(const TensorView& input, const TensorView& output, const std::string& name, Request q,
+                   Status refusal = Status::ok()) {
+  if (refusal.is_ok() && !input.device.is_cpu())
+    refusal = Status::invalid_argument("alltoall \"" + name + "\": the form with an output takes CPU tensors only (input on " +
+                                       device_name(input.device) + ", output on " + device_name(output.device) + ")");
   Status s = validate(input, name, "alltoall").is_ok() ? check_alltoall_into(input, output, name) : Status::ok();
-  return submit(input, name, std::move(q), &output, std::move(s));
+  return submit(input, name, std::move(q), &output, std::move(s), std::move(refusal));
 }
 }  // namespace
 
 Handle alltoall_async(const TensorView& input, const TensorView& output, const std::vector<int64_t>& splits,
                       const std::string& name, const ProcessSet& set) {
-  if (splits.empty())
-    return failed(name, OpKind::kAlltoall,
-                  Status::invalid_argument("alltoall \"" + name +
-                                           "\": splits is empty; pass one split per rank, or call the even-split "
-                                           "form (no splits argument)"));
   Request q = set_request(OpKind::kAlltoall, set);
   q.splits = splits;
-  return submit_into(input, output, name, std::move(q));
+  return submit_into(input, output, name, std::move(q), check_splits_given(splits, name));
 }
 
 Handle alltoall_async(const TensorView& input, const TensorView& output, const std::string& name,

@@ -294,17 +294,19 @@ PYBIND11_MODULE(_kolo, m) {
       "alltoall_into_async",
       [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, uintptr_t out_ptr, int out_dtype,
          const std::vector<int64_t>& out_shape, std::optional<std::vector<int64_t>> splits, const std::string& name,
-         int process_set) {
-        TensorView v = view(ptr, dtype, shape, -1);
-        TensorView o = view(out_ptr, out_dtype, out_shape, -1);
+         int process_set, int device, int out_device) {
+        TensorView v = view(ptr, dtype, shape, device);
+        TensorView o = view(out_ptr, out_dtype, out_shape, out_device);
         const ProcessSet set = set_from_id(process_set);
         return submit([&] {
           return splits ? kolo::alltoall_async(v, o, *splits, name, set) : kolo::alltoall_async(v, o, name, set);
         });
       },
       py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("out_ptr"), py::arg("out_dtype"),
-      py::arg("out_shape"), py::arg("splits"), py::arg("name"), py::arg("process_set") = 0,
-      "Alltoall of CPU rows into the memory at out_ptr (its first rows); splits None: even");
+      py::arg("out_shape"), py::arg("splits"), py::arg("name"), py::arg("process_set") = 0, py::arg("device") = -1,
+      py::arg("out_device") = -1,
+      "Alltoall of CPU rows into the memory at out_ptr (its first rows); splits None: even. Tensors off the CPU\n"
+      "are refused on every rank (device, out_device: -1 CPU, else the CUDA ordinal)");
   m.def(
       "reducescatter_async",
       [](uintptr_t ptr, int dtype, const std::vector<int64_t>& shape, const std::string& name, int op,

@@ -29,6 +29,7 @@ Request random_request(std::mt19937& rng, int i) {
     q.group_size = static_cast<int32_t>(1 + rng() % 200);
   }
   q.process_set = static_cast<int32_t>(rng() % 3);
+  if (rng() % 4 == 0) q.refused = "allreduce \"" + q.name + "\": refused " + std::to_string(rng() % 100);
   return q;
 }
 

@@ -108,6 +108,30 @@ TEST_CASE("broadcast roots must agree and be ranks", "[negotiation]") {
   CHECK(ok.root == 1);
 }
 
+TEST_CASE("a refusal fails the name on every rank, before any disagreement", "[negotiation]") {
+  Request bad = req(1, "w", {});  // a stand-in: no shape, so it also disagrees
+  bad.refused = "allreduce \"w\": scale factors must be finite (prescale nan, postscale 1.000000)";
+  MessageTable t(3);
+  REQUIRE(t.add(req(0, "w", {4})).is_ok());
+  REQUIRE(t.add(bad).is_ok());
+  CHECK(t.take_ready().empty());  // it waits for every rank, as any name does
+  Request also = bad;
+  also.rank = 2;
+  also.refused = "allreduce \"w\": another reason";
+  REQUIRE(t.add(also).is_ok());
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kError);
+  CHECK(ready[0].error ==
+        "allreduce \"w\": scale factors must be finite (prescale nan, postscale 1.000000); refused on ranks 1,2 "
+        "when submitted, so the collective fails on every rank");
+  // The next round of the name starts clean.
+  for (int r = 0; r < 3; ++r) REQUIRE(t.add(req(r, "w", {4})).is_ok());
+  ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kAllreduce);
+}
+
 TEST_CASE("allgather allows a different first dimension only", "[negotiation]") {
   auto ok = negotiate({req(0, "rows", {2, 3}, OpKind::kAllgather), req(1, "rows", {0, 3}, OpKind::kAllgather),
                        req(2, "rows", {5, 3}, OpKind::kAllgather)});

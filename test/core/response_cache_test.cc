@@ -53,6 +53,18 @@ TEST_CASE("allgather is never cached", "[cache]") {
   CHECK_FALSE(c.find(req("g", {3, 2}, OpKind::kAllgather)));
 }
 
+TEST_CASE("a refused submission's stand-in neither matches nor enters the cache", "[cache]") {
+  ResponseCache c(16);
+  Request refused = req("a", {8});
+  refused.refused = "allreduce \"a\": scale factors must be finite";
+  c.remember(refused);
+  CHECK(c.size() == 0);
+  c.remember(req("a", {8}));
+  CHECK(c.find(req("a", {8})) == std::optional<uint32_t>(0));
+  CHECK_FALSE(c.find(refused));
+  CHECK_FALSE(c.find_for_root(refused));
+}
+
 TEST_CASE("a full cache takes no new names; capacity 0 is off", "[cache]") {
   ResponseCache c(2);
   for (const char* n : {"x", "y", "z"}) c.remember(req(n, {1}));

@@ -20,7 +20,7 @@ inline void wait_ok(const Handle& h, int seconds = 60) {
 }
 
 // The Error a handle failed with (fails the test if it succeeded or took too long).
-inline std::string wait_error(const Handle& h, int seconds = 15) {
+inline std::string wait_error(const Handle& h, int seconds = 60) {
   REQUIRE(h.wait_for(std::chrono::seconds(seconds)));
   const Status& s = h.status();
   REQUIRE_FALSE(s.is_ok());

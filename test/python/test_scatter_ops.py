@@ -69,6 +69,25 @@ def test_alltoall_into_output_errors_on_the_rank_at_fault():
         assert torch.equal(hvd.alltoall(ins[r], name="a2a.after.%d" % bad, output=torch.zeros(2 * n, 3)), want)
 
 
+def test_a_refusal_on_one_rank_fails_the_collective_on_every_rank():
+    # An empty splits list and a bad broadcast root, on one rank at a time: that rank's call
+    # raises its own reason, its peers' calls (valid on their own) raise it too, naming the
+    # rank, instead of waiting for it. The names work again afterwards.
+    n, r = hvd.size(), hvd.rank()
+    x = torch.ones(2 * n, 3)
+    for bad in range(n):
+        name = "a2a.refused.%d" % bad
+        with pytest.raises(hvd.KoloError, match="splits is empty") as e:
+            hvd.alltoall(x, splits=[] if r == bad else [2] * n, name=name)
+        assert (r == bad) != ("refused on rank %d when submitted" % bad in str(e.value))
+        out, _ = hvd.alltoall(x, splits=[2] * n, name=name)
+        assert torch.equal(out, x)
+        name = "bcast.refused.%d" % bad
+        with pytest.raises(hvd.KoloError, match="root %d is not a rank" % n):
+            hvd.broadcast(x, root_rank=n if r == bad else 0, name=name)
+        assert torch.equal(hvd.broadcast(torch.full((2,), float(r)), root_rank=bad, name=name), torch.full((2,), float(bad)))
+
+
 def test_reducescatter_uneven_rows():
     n, r = hvd.size(), hvd.rank()
     dim0 = 2 * n + 1

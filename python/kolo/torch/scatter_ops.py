@@ -35,13 +35,13 @@ def alltoall_async(tensor, splits=None, name=None, process_set=None, output=None
         result = lambda: _fetch(h, -1, tensor)
     else:
         out_code = mpi_ops._dtype_code(output, "alltoall (output)")
-        if output.device.type != "cpu" or work.device.type != "cpu":
-            raise TypeError("kolo.torch.alltoall: output= takes CPU tensors (input on %s, output on %s)" %
-                            (work.device, output.device))
-        # Written in place where contiguous; else into a contiguous copy, written back.
+        # Written in place where contiguous; else into a contiguous copy, written back. Tensors
+        # off the CPU are refused by kolo on every rank (a TypeError here would leave the peers
+        # waiting for this rank).
         out_work = output.detach() if output.is_contiguous() else torch.empty_like(output, memory_format=torch.contiguous_format)
         h = _kolo.alltoall_into_async(work.data_ptr(), code, list(work.shape), out_work.data_ptr(), out_code,
-                                      list(out_work.shape), split_list, name, set_id)
+                                      list(out_work.shape), split_list, name, set_id, mpi_ops._device(work),
+                                      mpi_ops._device(out_work))
         keep = (tensor, work, output, out_work)
 
         def result():
