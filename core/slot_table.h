@@ -14,7 +14,9 @@
 // slot and compared only when the hashes agree. A lookup is one hash of the name, a mask
 // and, in the common case, one bucket and one name comparison: no division and no chain of
 // separately allocated nodes (a burst of 1,000 small tensors looks up 1,000 names per step,
-// with the caches just flushed by the step's data).
+// with the caches just flushed by the step's data). Before that, acquire() tries a guess:
+// jobs submit their names in the same order every step, so each slot remembers which slot
+// was acquired right after it, and a name that matches that slot's skips hash and index.
 //
 // Bound: names that are never seen again (e.g. "barrier.17") must not accumulate. When more
 // than `max_idle` idle names are kept, the next acquire() of a new name drops every idle
@@ -43,34 +45,10 @@ class SlotTable {
   // The slot for `name`, marked in use; *fresh tells whether it was idle (or new) before.
   // A fresh slot's value holds whatever it held when last released (reset what matters).
   uint32_t acquire(const std::string& name, bool* fresh) {
-    const uint64_t h = hash(name);
-    if (const int64_t found = lookup(name, h); found >= 0) {
-      Slot& s = slots_[static_cast<size_t>(found)];
-      *fresh = !s.in_use;
-      if (!s.in_use) {
-        s.in_use = true;
-        --idle_;
-      }
-      return static_cast<uint32_t>(found);
-    }
-    if (idle_ > max_idle_) sweep();
-    uint32_t i;
-    if (!free_.empty()) {
-      i = free_.back();
-      free_.pop_back();
-    } else {
-      i = static_cast<uint32_t>(slots_.size());
-      slots_.emplace_back();
-    }
-    Slot& s = slots_[i];
-    s.in_use = true;
-    s.mapped = true;
-    s.name = name;  // a recycled slot's string keeps its capacity
-    s.hash = h;
-    ++mapped_;
-    if (2 * mapped_ > buckets_.size()) rebuild(buckets_.empty() ? 16 : 2 * buckets_.size());
-    else place(h, i);
-    *fresh = true;
+    const uint32_t i = acquire_slot(name, fresh);
+    // The order of acquisitions, for the next time round (see `next` in Slot).
+    if (last_ < slots_.size()) slots_[last_].next = i;
+    last_ = i;
     return i;
   }
 
@@ -116,9 +94,53 @@ class SlotTable {
     bool mapped = false;  // the index maps `name` to this slot
     uint64_t hash = 0;    // of `name`
     std::string name;
+    // The slot acquired right after this one, last time (kEmpty: none yet). Only a guess: it
+    // counts only while that slot is mapped to the very name asked for.
+    uint32_t next = kEmpty;
   };
 
   static uint64_t hash(const std::string& name) { return std::hash<std::string_view>{}(name); }
+
+  // acquire() without noting the order.
+  uint32_t acquire_slot(const std::string& name, bool* fresh) {
+    // A job submits its names in the same order every step: the slot that followed the last
+    // one acquired last time is checked first, by name alone (no hash, no bucket).
+    int64_t found = -1;
+    if (last_ < slots_.size()) {
+      const uint32_t p = slots_[last_].next;
+      if (p < slots_.size() && slots_[p].mapped && slots_[p].name == name) found = p;
+    }
+    uint64_t h = 0;  // computed below whenever the guess fails, so a new name has it
+    if (found < 0) found = lookup(name, h = hash(name));
+    if (found >= 0) {
+      Slot& s = slots_[static_cast<size_t>(found)];
+      *fresh = !s.in_use;
+      if (!s.in_use) {
+        s.in_use = true;
+        --idle_;
+      }
+      return static_cast<uint32_t>(found);
+    }
+    if (idle_ > max_idle_) sweep();
+    uint32_t i;
+    if (!free_.empty()) {
+      i = free_.back();
+      free_.pop_back();
+    } else {
+      i = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    Slot& s = slots_[i];
+    s.in_use = true;
+    s.mapped = true;
+    s.name = name;  // a recycled slot's string keeps its capacity
+    s.hash = h;
+    ++mapped_;
+    if (2 * mapped_ > buckets_.size()) rebuild(buckets_.empty() ? 16 : 2 * buckets_.size());
+    else place(h, i);
+    *fresh = true;
+    return i;
+  }
 
   // The slot `name` (hash h) is mapped to, in use or idle, or -1.
   int64_t lookup(const std::string& name, uint64_t h) const {
@@ -162,6 +184,7 @@ class SlotTable {
   size_t max_idle_;
   size_t idle_ = 0;
   size_t mapped_ = 0;            // names the index maps (in use or idle)
+  uint32_t last_ = kEmpty;       // the slot acquire() returned last
   std::vector<Bucket> buckets_;  // empty, or a power of two with at most half in use
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;

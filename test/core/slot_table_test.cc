@@ -110,3 +110,39 @@ TEST_CASE("thousands of names: each finds its own slot through growth and sweeps
   CHECK_FALSE(fresh);
   CHECK(t.capacity() <= 3010);  // swept slots were reused for the new names
 }
+
+TEST_CASE("the order guess never maps a name to another name's slot", "[slot_table]") {
+  SlotTable<int> t(/*max_idle=*/2);
+  bool fresh = false;
+  const uint32_t a = t.acquire("a", &fresh), b = t.acquire("b", &fresh), c = t.acquire("c", &fresh);
+  for (uint32_t i : {a, b, c}) t.release(i);
+  // Same order (the guess holds), then another order (it fails, the index answers).
+  CHECK(t.acquire("a", &fresh) == a);
+  CHECK(t.acquire("b", &fresh) == b);
+  CHECK(fresh);
+  CHECK(t.acquire("c", &fresh) == c);
+  CHECK(t.acquire("c", &fresh) == c);  // in use: the duplicate case
+  CHECK_FALSE(fresh);
+  for (uint32_t i : {a, b, c}) t.release(i);
+  CHECK(t.acquire("b", &fresh) == b);
+  CHECK(t.acquire("a", &fresh) == a);
+  CHECK(t.acquire("c", &fresh) == c);
+  // After "a" the guess is now "c"'s slot. Sweep "b" and "c" (more than 2 idle names) and
+  // give their slots to new names: "a" then "c" must not land on whatever holds c's slot.
+  t.release(b), t.release(c);
+  t.release(t.acquire("d", &fresh));
+  const uint32_t x = t.acquire("x", &fresh);  // sweeps b, c, d; takes a freed slot
+  const uint32_t y = t.acquire("y", &fresh);
+  CHECK(t.find("c") == -1);
+  t.release(a);
+  CHECK(t.acquire("a", &fresh) == a);
+  const uint32_t c2 = t.acquire("c", &fresh);
+  CHECK(fresh);
+  CHECK(c2 != x);
+  CHECK(c2 != y);
+  CHECK(t.name(c2) == "c");
+  CHECK(t.name(x) == "x");
+  CHECK(t.name(y) == "y");
+  CHECK(t.find("x") == static_cast<int64_t>(x));
+  CHECK(t.find("y") == static_cast<int64_t>(y));
+}
