@@ -4,6 +4,7 @@
 // to its own copy: the copies stay equal without any server.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "kolo/collectives.h"
@@ -42,15 +43,17 @@ class LocalStore final : public KVStore {
   }
 
   void save_optimizer_states(const std::string& path) override {
-    Status s = optimizer_ ? Status::ok() : Status::invalid_argument("save_optimizer_states: no optimizer (set_optimizer first)");
-    if (s.is_ok() && rank() == 0) s = write_file_atomically(path, optimizer_->save());
-    agree(s);
+    // Every worker has an optimizer before worker 0 writes anything.
+    agree(optimizer_ ? Status::ok() : Status::invalid_argument("save_optimizer_states: no optimizer (set_optimizer first)"));
+    agree(rank() == 0 ? write_file_atomically(path, optimizer_->save()) : Status::ok());
   }
 
   void load_optimizer_states(const std::string& path) override {
-    if (!optimizer_) throw Error(Status::invalid_argument("load_optimizer_states: no optimizer (set_optimizer first)"));
+    // A worker without an optimizer says so in the agreement rather than throwing alone
+    // (its peers would wait for it in the agreement's collective).
+    Status s = optimizer_ ? Status::ok() : Status::invalid_argument("load_optimizer_states: no optimizer (set_optimizer first)");
     std::vector<uint8_t> bytes;
-    Status s = rank() == 0 ? read_file(path, &bytes) : Status::ok();
+    if (s.is_ok() && rank() == 0) s = read_file(path, &bytes);
     agree(s);
     if (allreduce_) {  // worker 0's file reaches every worker (no shared file system needed)
       int64_t n = static_cast<int64_t>(bytes.size());
@@ -105,13 +108,21 @@ class LocalStore final : public KVStore {
     return std::string("kvstore.") + what + "." + std::to_string(key);
   }
   // Every worker ends with worker 0's verdict (so none waits for a peer that threw).
+  // Every worker's verdict, gathered: a fault on any worker fails the call on every worker,
+  // with its own reason where it failed, else the lowest failing worker's.
   void agree(const Status& s) {
     if (!allreduce_) return throw_if_error(s);
-    std::vector<char> text(1024, '\0');
-    if (!s.is_ok()) std::snprintf(text.data(), text.size(), "%s", s.message().c_str());
-    broadcast(TensorView::of(reinterpret_cast<uint8_t*>(text.data()), Shape{1024}), 0, "kvstore.agree");
-    if (rank() == 0) return throw_if_error(s);
-    if (text[0] != '\0') throw Error(Status::invalid_argument(std::string(text.data()) + " (reported by worker 0)"));
+    constexpr size_t kText = 1024;
+    std::vector<uint8_t> text(kText, 0);
+    if (!s.is_ok()) std::snprintf(reinterpret_cast<char*>(text.data()), kText, "%s", s.message().c_str());
+    const Tensor all = allgather(TensorView::of(text.data(), Shape{static_cast<int64_t>(kText)}), "kvstore.agree");
+    throw_if_error(s);
+    for (int r = 0; r < size(); ++r) {
+      const char* t = all.data<char>() + static_cast<size_t>(r) * kText;
+      if (t[0] != '\0')
+        throw Error(Status::invalid_argument(std::string(t, strnlen(t, kText)) + " (reported by worker " +
+                                             std::to_string(r) + ")"));
+    }
   }
 
   const bool allreduce_;

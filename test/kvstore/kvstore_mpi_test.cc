@@ -317,6 +317,36 @@ TEST_CASE("optimizer state survives save and load", "[state]") {
   CHECK_THROWS_WITH(kv.load_optimizer_states("/nonexistent/kv.bin"), Catch::Contains("cannot read"));
 }
 
+// A worker that never set an optimizer (the "allreduce" type keeps one per worker): save and
+// load fail on every worker, naming it, instead of that worker throwing alone while the others
+// wait for it in the agreement. Nothing is written.
+TEST_CASE("a worker without an optimizer fails save and load on every worker", "[state]") {
+  if (g_kv->num_servers() > 0 || g_kv->num_workers() < 2) return;  // the dist types check on the servers
+  auto kv = kolo::KVStore::create("allreduce");
+  std::vector<float> w(4, 0.0f);
+  kv->init(80, kolo::TensorView::of(w));
+  const int odd = kv->num_workers() - 1;
+  if (kv->rank() != odd) kv->set_optimizer(sgd(1.0));
+  const std::string path = "kvstore_no_opt_" + std::to_string(kolo::size()) + ".bin";
+  const std::string why = "no optimizer (set_optimizer first)";
+  const std::string from = kv->rank() == odd ? "" : "(reported by worker " + std::to_string(odd) + ")";
+  CHECK_THROWS_WITH(kv->save_optimizer_states(path), Catch::Contains("save_optimizer_states: " + why) && Catch::Contains(from));
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  CHECK(f == nullptr);  // worker 0 wrote nothing
+  if (f) std::fclose(f);
+  // Load: worker 0 cannot read the file, worker `odd` has no optimizer; each says its own
+  // reason, the others the lowest failing worker's (0).
+  const std::string load_why = kv->rank() == odd ? why : kv->rank() == 0 ? "cannot read" : "(reported by worker 0)";
+  CHECK_THROWS_WITH(kv->load_optimizer_states(path), Catch::Contains(load_why));
+  // The store still works on every worker.
+  kv->set_optimizer(sgd(1.0));
+  std::vector<float> g(4, 1.0f);
+  kv->push(80, kolo::TensorView::of(g));
+  kv->pull(80, kolo::TensorView::of(w));
+  CHECK(w[0] != 0.0f);
+  kv->close();
+}
+
 // The session-8 audit (docs/correctness.md): keys of 0 elements next to ordinary ones, and
 // corrupt optimizer-state files (truncated, garbage, empty, another optimizer): a clear error
 // on every worker, and the state in the store untouched (the next step moves the weights as
