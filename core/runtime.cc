@@ -448,12 +448,24 @@ void shutdown() {
 }
 
 bool is_initialized() { return g_runtime != nullptr; }
-int rank() { return runtime().topo.rank; }
-int size() { return runtime().topo.size; }
-int local_rank() { return runtime().topo.local_rank; }
-int local_size() { return runtime().topo.local_size; }
-int cross_rank() { return runtime().topo.cross_rank; }
-int cross_size() { return runtime().topo.cross_size; }
+namespace {
+// A topology query under the submission gate (as a submission): one racing shutdown() on
+// another thread either reads the live runtime, which shutdown() waits for, or fails with
+// the shutdown message; it never reads a runtime being destroyed.
+template <class Field>
+int topology(Field field) {
+  Submitting in;
+  if (g_closing.load(std::memory_order_seq_cst)) throw Error(shut_down());
+  return field(runtime().topo);
+}
+}  // namespace
+
+int rank() { return topology([](const Topology& t) { return t.rank; }); }
+int size() { return topology([](const Topology& t) { return t.size; }); }
+int local_rank() { return topology([](const Topology& t) { return t.local_rank; }); }
+int local_size() { return topology([](const Topology& t) { return t.local_size; }); }
+int cross_rank() { return topology([](const Topology& t) { return t.cross_rank; }); }
+int cross_size() { return topology([](const Topology& t) { return t.cross_size; }); }
 
 RuntimeStats runtime_stats() {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -25,14 +25,22 @@ bool cpu_has_avx2() {
 // with `pre_on` every source is multiplied by `pre` first (ops::scale_copy's product), with
 // `scaled` every sum by `f` before it is stored (apply_postscale's multiplication, in the
 // same precision: fp32 by float(f), fp64 by f).
+// One source's vector, prescaled. A function, not a lambda in sum_wide: a lambda does not
+// inherit sum_wide's target("avx2"), so GCC could not inline the AVX2 helpers into it and made
+// every 8-float load a call (h2 saw load_ps as its own symbol in perf of the burst).
+template <class T, class V, V (*Load)(const T*), V (*Mul)(V, T)>
+__attribute__((target("avx2"), always_inline)) inline V load_source(const T* p, bool pre_on, T pre) {
+  const V v = Load(p);
+  return pre_on ? Mul(v, pre) : v;
+}
+
 template <class T, class V, V (*Load)(const T*), V (*Add)(V, V), V (*Mul)(V, T),
           void (*Store)(T*, V)>
 __attribute__((target("avx2"))) void sum_wide(T* dst, T* dst2, const T* const* s, int n,
                                               size_t count, bool pre_on, T pre, bool scaled, T f) {
   constexpr size_t kLanes = sizeof(V) / sizeof(T);
-  const auto in = [&](int k, size_t at) {
-    V v = Load(s[k] + at);
-    return pre_on ? Mul(v, pre) : v;
+  const auto in = [&](int k, size_t at) __attribute__((target("avx2"), always_inline)) {
+    return load_source<T, V, Load, Mul>(s[k] + at, pre_on, pre);
   };
   size_t i = 0;
   for (; i + 2 * kLanes <= count; i += 2 * kLanes) {

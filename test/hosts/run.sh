@@ -41,7 +41,10 @@ fi
 
 session=t$$
 t0=$(date +%s.%N)
-"$tools/kolo-hosts" up -s "$session" -n "$hosts" ${rate:+--rate "$rate"} ${delay:+--delay "$delay"} \
+# One cpu cgroup for all the hosts' processes: without it each orted's session is a scheduling
+# group of its own, and one host's yield-polling ranks have kept both CPUs for seconds while
+# another host's heartbeat threads waited (docs/hosts.md, "Heartbeat timeout on simulated hosts").
+"$tools/kolo-hosts" up -s "$session" -n "$hosts" --one-cpu-group ${rate:+--rate "$rate"} ${delay:+--delay "$delay"} \
   ${retries:+--tcp-retries "$retries"} || exit 1
 t1=$(date +%s.%N)
 leftovers() {  # prints what is left on the hosts; status 1 if anything

@@ -22,7 +22,8 @@
 //                     cause (FAULT-OK, or FAULT-WRONG saying what)
 //   shutdown-race     threads submit while the main thread calls kolo::shutdown(), and on
 //                     until a submission is refused: each handle completes (exact, or failed
-//                     "shut down"), nothing hangs or crashes
+//                     "shut down"), nothing hangs or crashes; one more thread queries
+//                     rank()/size()/local_rank() through it (right answers, then "shut down")
 //                     (RACE-OK, or RACE-WRONG saying what)
 //   shutdown-waiters  three threads per rank wait on collectives only their rank submitted
 //                     (two in one wait_for(30 s), which helps with passes, one polling
@@ -47,6 +48,7 @@
 #include <chrono>
 #include <csignal>
 #include <stdexcept>
+#include <string>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -273,12 +275,35 @@ int shutdown_race() {
         }
       }
     });
+  // And a thread asking for the topology through the teardown: the right answer, or the
+  // shutdown message once it has begun (under ASan a read of the freed runtime would report).
+  std::atomic<long> queries{0};
+  threads.emplace_back([&] {
+    while (!go.load()) std::this_thread::yield();
+    for (;;) {
+      try {
+        if (kolo::rank() != rank || kolo::size() < 1 || kolo::local_rank() < 0) {
+          std::printf("rank %d: RACE-WRONG: a topology query answered wrong\n", rank);
+          ++wrong;
+          return;
+        }
+        ++queries;
+        std::this_thread::yield();  // leave the submitters some CPU
+      } catch (const kolo::Error& e) {
+        if (std::string(e.what()).find("shut down") == std::string::npos) {
+          std::printf("rank %d: RACE-WRONG: topology query: %s\n", rank, e.what());
+          ++wrong;
+        }
+        return;
+      }
+    }
+  });
   go = true;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kolo::shutdown();
   for (auto& th : threads) th.join();
-  std::printf("rank %d: %s (%d completed, %d threads refused)\n", rank, wrong ? "RACE-WRONG" : "RACE-OK",
-              done.load(), refused.load());
+  std::printf("rank %d: %s (%d completed, %d threads refused, %ld topology queries)\n", rank,
+              wrong ? "RACE-WRONG" : "RACE-OK", done.load(), refused.load(), queries.load());
   return wrong ? 1 : 0;
 }
 
