@@ -57,10 +57,12 @@ bool TensorQueue::wake_locked() {
   // A coordinator that already has a wake-up pending needs no second one.
   if (note_push_times_.load(std::memory_order_relaxed))
     last_push_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-  const bool notify = !wake_;
+  if (wake_) return false;
+  // Stored on the change only: the coordinator polls wake_hint_ (maybe_work), so a store on
+  // every push of a burst would pull its cache line back from the polling core each time.
   wake_ = true;
   wake_hint_.store(true, std::memory_order_release);
-  return notify;
+  return true;
 }
 
 bool TensorQueue::push(const TensorView& view, const std::string& name, const Request& header,

@@ -104,10 +104,10 @@ class TensorQueue {
   // Blocks until a request is queued, the queue is closed, or `timeout` passes.
   void wait_for_work(std::chrono::microseconds timeout);
   bool has_requests();
-  // Whether any collective this rank submitted has not completed yet. Lock-free: the count
+  // Whether any collective this rank submitted has not completed yet. Lock-free: the answer
   // is stored under the mutex whenever it changes; a reader gets it as of some moment, as it
   // did under the lock, where a push may land right after the reading as well.
-  bool has_pending() const { return pending_.load() > 0; }
+  bool has_pending() const { return pending_.load(); }
   // Lock-free hint that work may have arrived since the last take_requests (the
   // coordinator's spin reads it without taking the mutex).
   bool maybe_work() const { return wake_hint_.load(std::memory_order_acquire); }
@@ -136,8 +136,13 @@ class TensorQueue {
                std::shared_ptr<detail::HandleState> handle);
   // Under mu_: records that work arrived; true if the coordinator must be notified.
   bool wake_locked();
-  // Under mu_, after names were reserved or released: publishes the count for has_pending.
-  void note_pending() { pending_.store(entries_.in_use_count()); }
+  // Under mu_, after names were reserved or released: publishes has_pending's answer. Stored
+  // on a change only: the coordinator's lock-free reads share its cache line, and a store on
+  // every push of a burst would pull that line back from the polling core each time.
+  void note_pending() {
+    const bool any = entries_.in_use_count() > 0;
+    if (any != pending_.load(std::memory_order_relaxed)) pending_.store(any);
+  }
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -159,7 +164,7 @@ class TensorQueue {
   bool join_sent_ = false;                     // guarded by mu_: take_join returned it
   // join_ && !join_sent_, written under mu_: take_join's every-pass look takes no lock.
   std::atomic<bool> join_unsent_{false};
-  std::atomic<size_t> pending_{0};  // entries_.in_use_count(), written under mu_
+  std::atomic<bool> pending_{false};  // entries_.in_use_count() > 0, written under mu_
 };
 
 }  // namespace kolo

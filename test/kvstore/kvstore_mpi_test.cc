@@ -333,7 +333,11 @@ TEST_CASE("a worker without an optimizer fails save and load on every worker", "
   CHECK_THROWS_WITH(kv->save_optimizer_states(path), Catch::Contains("save_optimizer_states: " + why) && Catch::Contains(from));
   std::FILE* f = std::fopen(path.c_str(), "rb");
   CHECK(f == nullptr);  // worker 0 wrote nothing
-  if (f) std::fclose(f);
+  if (f) {
+    std::fclose(f);
+    kv->barrier();
+    if (kv->rank() == 0) std::remove(path.c_str());
+  }
   // Load: worker 0 cannot read the file, worker `odd` has no optimizer; each says its own
   // reason, the others the lowest failing worker's (0).
   const std::string load_why = kv->rank() == odd ? why : kv->rank() == 0 ? "cannot read" : "(reported by worker 0)";
