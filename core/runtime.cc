@@ -218,7 +218,7 @@ Status validate_header(const Request& q, DType dtype, const std::string& name, i
 
 // A collective on a process set: the set is registered and active here, and this rank is in
 // it. A refusal here stays on this rank: the set's members do not expect this rank.
-Status check_membership(const Request& q, const std::string& name, const Runtime& rt,
+Status check_membership(const Request& q, int rank, const std::string& name, const Runtime& rt,
                         std::optional<std::vector<int>>* members) {
   auto where = [&] { return std::string(op_kind_name(q.kind)) + " \"" + name + "\": "; };
   bool active = false;
@@ -226,8 +226,8 @@ Status check_membership(const Request& q, const std::string& name, const Runtime
   if (!ranks || !active)
     return Status::invalid_argument(where() + "process set " + std::to_string(q.process_set) +
                                     " is not registered (it was removed, or kolo::add_process_set has not returned)");
-  if (!std::binary_search(ranks->begin(), ranks->end(), q.rank))
-    return Status::invalid_argument(where() + "rank " + std::to_string(q.rank) + " is not in " +
+  if (!std::binary_search(ranks->begin(), ranks->end(), rank))
+    return Status::invalid_argument(where() + "rank " + std::to_string(rank) + " is not in " +
                                     describe_process_set(q.process_set, *ranks) +
                                     "; only its members may submit collectives on it");
   *members = std::move(ranks);
@@ -258,11 +258,7 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
   *rt = g_runtime.get();
   if (!*rt) return local.is_ok() ? no_runtime() : local;
   std::optional<std::vector<int>> members;
-  if (req.process_set != 0) {
-    Request q = req;
-    q.rank = (*rt)->topo.rank;
-    KOLO_RETURN_IF_ERROR(check_membership(q, name, **rt, &members));
-  }
+  if (req.process_set != 0) KOLO_RETURN_IF_ERROR(check_membership(req, (*rt)->topo.rank, name, **rt, &members));
   if (local.is_ok()) local = validate_header(req, t.dtype, name, (*rt)->topo.size);
   if (local.is_ok() && members) local = check_set_root(req, name, *members);
   *tell_peers = !local.is_ok();
@@ -565,6 +561,12 @@ namespace {
 // still takes part in the exchange (submit's into_error): refusing to submit would leave its
 // peers waiting for it. Only the room for the rows received is checked when the collective
 // runs (prepare_alltoall_output).
+// The output form's refusal of tensors off the CPU.
+Status cpu_only(const TensorView& input, const TensorView& output, const std::string& name) {
+  return Status::invalid_argument("alltoall \"" + name + "\": the form with an output takes CPU tensors only (input on " +
+                                  device_name(input.device) + ", output on " + device_name(output.device) + ")");
+}
+
 Status check_alltoall_into(const TensorView& input, const TensorView& output, const std::string& name) {
   const std::string where = "alltoall \"" + name + "\": ";
   if (static_cast<int>(output.dtype) >= kNumDTypes)
@@ -574,9 +576,7 @@ Status check_alltoall_into(const TensorView& input, const TensorView& output, co
     return Status::invalid_argument(where + out + "has a negative dimension");
   if (output.data == nullptr && output.num_elements() > 0)
     return Status::invalid_argument(where + out + "has a null data pointer");
-  if (!input.device.is_cpu() || !output.device.is_cpu())
-    return Status::invalid_argument(where + "the form with an output takes CPU tensors only (input on " +
-                                    device_name(input.device) + ", output on " + device_name(output.device) + ")");
+  if (!input.device.is_cpu() || !output.device.is_cpu()) return cpu_only(input, output, name);
   if (output.shape.empty())
     return Status::invalid_argument(where + "output is a scalar (it needs a first dimension)");
   const std::string in = "input " + std::string(dtype_name(input.dtype)) + shape_string(input.shape);
@@ -598,9 +598,7 @@ Status check_alltoall_into(const TensorView& input, const TensorView& output, co
 // refusals (submit), which fail the collective on every rank.
 Handle submit_into(const TensorView& input, const TensorView& output, const std::string& name, Request q,
                    Status refusal = Status::ok()) {
-  if (refusal.is_ok() && !input.device.is_cpu())
-    refusal = Status::invalid_argument("alltoall \"" + name + "\": the form with an output takes CPU tensors only (input on " +
-                                       device_name(input.device) + ", output on " + device_name(output.device) + ")");
+  if (refusal.is_ok() && !input.device.is_cpu()) refusal = cpu_only(input, output, name);
   Status s = validate(input, name, "alltoall").is_ok() ? check_alltoall_into(input, output, name) : Status::ok();
   return submit(input, name, std::move(q), &output, std::move(s), std::move(refusal));
 }
