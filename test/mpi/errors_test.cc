@@ -78,8 +78,12 @@ TEST_CASE("allgather with differing trailing dimensions", "[errors]") {
 
 TEST_CASE("a name submitted again while in flight is refused there; the first goes on", "[errors]") {
   std::vector<float> a(4, 1.0f), b(4, 100.0f);
-  Handle first = allreduce_async(TensorView::of(a), "err.dup", {ReduceOp::kSum});
+  // The others submit "err.dup" only after rank 1 has resubmitted it (the gate), so rank 1's
+  // first is surely still in flight then; without the gate a fast run (ASan, MPI executor)
+  // completed it first, and the "second" paired with the peers' next round.
+  Handle first;
   if (rank() == 1) {
+    first = allreduce_async(TensorView::of(a), "err.dup", {ReduceOp::kSum});
     Handle second = allreduce_async(TensorView::of(b), "err.dup", {ReduceOp::kSum});
     REQUIRE(second.done());  // at once, on this rank only
     CHECK(second.status().code() == Status::Code::kInvalidArgument);
@@ -87,6 +91,10 @@ TEST_CASE("a name submitted again while in flight is refused there; the first go
           "allreduce \"err.dup\": submitted again on rank 1 while a collective under this name is still in "
           "flight; this submission is refused and the one in flight goes on (a name may be reused once its "
           "handle has completed)");
+    barrier("err.dup.gate");
+  } else {
+    barrier("err.dup.gate");
+    first = allreduce_async(TensorView::of(a), "err.dup", {ReduceOp::kSum});
   }
   wait_ok(first);
   CHECK(a[0] == static_cast<float>(size()));
