@@ -23,9 +23,9 @@
 //   shutdown-race     threads submit while the main thread calls kolo::shutdown(), and on
 //                     until a submission is refused: each handle completes (exact, or failed
 //                     "shut down"), nothing hangs or crashes; one more thread queries
-//                     rank()/size()/local_rank() through it (right answers, then "shut down"),
-//                     and one adds a process set, runs an allreduce on it and removes it, over
-//                     and over (each call completes, or fails "shut down")
+//                     rank()/size()/local_rank()/process_sets() through it (right answers, then
+//                     "shut down"), and one adds a process set, runs an allreduce on it and
+//                     removes it, over and over (each call completes, or fails "shut down")
 //                     (RACE-OK, or RACE-WRONG saying what)
 //   shutdown-waiters  three threads per rank wait on collectives only their rank submitted
 //                     (two in one wait_for(30 s), which helps with passes, one polling
@@ -284,7 +284,7 @@ int shutdown_race() {
     while (!go.load()) std::this_thread::yield();
     for (;;) {
       try {
-        if (kolo::rank() != rank || kolo::size() < 1 || kolo::local_rank() < 0) {
+        if (kolo::rank() != rank || kolo::size() < 1 || kolo::local_rank() < 0 || kolo::process_sets().empty()) {
           std::printf("rank %d: RACE-WRONG: a topology query answered wrong\n", rank);
           ++wrong;
           return;
