@@ -9,6 +9,9 @@
 #   the set-up/tear-down timing); DTYPE=float16|bfloat16 (the ResNet-50 step's gradients in 16 bits:
 #   kolo moves them as such, the MPI baselines stay float32; the link bound counts 2 bytes a value;
 #   KOLO_CROSS_HOST_HALF_WIRE=float32 makes kolo's sliced path carry them as float32);
+#   ONE_CPU_GROUP=1 (default; 0: each host's processes keep their own scheduling group, as in the
+#   runs before session 15 -- then one host's polling ranks can starve another's for seconds,
+#   docs/hosts.md "Heartbeat timeout on simulated hosts");
 #   MPIRUN_ARGS="--mca NAME VALUE ..." (extra mpirun arguments,
 #   e.g. Open MPI TCP tuning, or its ring allreduce for the MPI baselines:
 #   "--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4")
@@ -32,10 +35,16 @@ bench=$build/bench/kolo-bench-allreduce
 [ -x "$bench" ] || { echo "hosts.sh: $bench not built" >&2; exit 1; }
 rate=${RATE:-500mbit} hosts=${HOSTS:-2} per_host=${PER_HOST:-2} iters=${ITERS:-3}
 modes=${MODES:-auto leader mpi} sweep=${SWEEP:-1} setup=${SETUP:-1} dtype=${DTYPE:-float32}
+group=()
+case ${ONE_CPU_GROUP:-1} in
+  1) group=(--one-cpu-group) ;;
+  0) ;;
+  *) echo "hosts.sh: ONE_CPU_GROUP must be 0 or 1, not '${ONE_CPU_GROUP}'" >&2; exit 2 ;;
+esac
 read -r -a extra <<<"${MPIRUN_ARGS:-}"
 why=$("$tools/kolo-hosts" check) || { echo "hosts.sh: cannot make simulated hosts: $why" >&2; exit 1; }
 "$tools/kolo-hosts" cleanup
-echo "hosts.sh: load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+echo "hosts.sh: load $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs, one CPU group: ${ONE_CPU_GROUP:-1}"
 
 # 1. Set-up / tear-down.
 for n in 2 3; do
@@ -56,7 +65,7 @@ done
 # 2. The runs.
 s=bh$$
 s=${s:0:8}
-"$tools/kolo-hosts" up -s "$s" -n "$hosts" --rate "$rate"
+"$tools/kolo-hosts" up -s "$s" -n "$hosts" --rate "$rate" ${group[@]+"${group[@]}"}
 trap '"$tools/kolo-hosts" down -s "$s"' EXIT
 list=""
 for i in $(seq 1 "$hosts"); do list+="${list:+,}$s-h$i:$per_host"; done

@@ -58,30 +58,45 @@ void require_agreement(const std::vector<std::vector<int32_t>>& rows, const std:
 
 }  // namespace
 
+// Each touch of the registry holds a RuntimeLease, and none is held across the exchange (a
+// collective: shutdown() waits for leases before it stops the coordinator). A call racing
+// kolo::shutdown() thus completes or fails with the shutdown message; it never touches a
+// registry being destroyed (docs/correctness.md, finding 20).
 namespace detail {
 
 int32_t add_process_set_as(const std::vector<int>& ranks, const std::string& what) {
-  const RuntimeAccess rt = runtime_access();
-  std::vector<int> sorted;
-  const Status local = check_process_set_ranks(ranks, rt.size, what, &sorted);
-  // Reserved before the exchange: a peer may submit to the set as soon as its own call
-  // returns, and rank 0 must then know the set. Every rank reserves (ids stay in step) even
-  // for ranks it refuses; an empty reservation negotiates nothing.
-  const int32_t id = rt.sets->reserve(local.is_ok() ? sorted : std::vector<int>{});
+  int size = 0;
+  int32_t id = 0;
+  Status local;
+  {
+    const RuntimeLease rt;
+    size = rt->size;
+    std::vector<int> sorted;
+    local = check_process_set_ranks(ranks, size, what, &sorted);
+    // Reserved before the exchange: a peer may submit to the set as soon as its own call
+    // returns, and rank 0 must then know the set. Every rank reserves (ids stay in step) even
+    // for ranks it refuses; an empty reservation negotiates nothing.
+    id = rt->sets->reserve(local.is_ok() ? sorted : std::vector<int>{});
+  }
   std::vector<int32_t> row{id, local.is_ok() ? 1 : 0};
   row.insert(row.end(), ranks.begin(), ranks.end());
   try {
-    const auto rows = exchange(row, "kolo.process_set.add", rt.size);
+    const auto rows = exchange(row, "kolo.process_set.add", size);
     require_agreement(rows, what, "ranks", [](const std::vector<int32_t>& r) {
       if (r.size() < 2) return std::string("?");
       return list_text(r.begin() + 2, r.end()) + " as set " + std::to_string(r[0]);
     });
     throw_if_error(local);  // the same error on every rank: they all passed these ranks
   } catch (...) {
-    rt.sets->erase(id);
+    try {
+      const RuntimeLease rt;
+      rt->sets->erase(id);
+    } catch (const Error&) {  // shutting down: the registry goes with the runtime
+    }
     throw;
   }
-  rt.sets->activate(id);
+  const RuntimeLease rt;  // the shutdown message if shutdown() began since the exchange
+  rt->sets->activate(id);
   return id;
 }
 
@@ -89,18 +104,25 @@ int32_t add_process_set_as(const std::vector<int>& ranks, const std::string& wha
 
 ProcessSet add_process_set(const std::vector<int>& ranks) {
   const int32_t id = detail::add_process_set_as(ranks, "kolo::add_process_set");
-  auto members = detail::runtime_access().sets->ranks(id);
+  const detail::RuntimeLease rt;
+  auto members = rt->sets->ranks(id);
   return ProcessSet(id, members ? *members : std::vector<int>{});
 }
 
 void remove_process_set(const ProcessSet& set) {
-  const detail::RuntimeAccess rt = detail::runtime_access();
   const int32_t id = set.id();
-  bool active = false;
-  const bool registered = id != 0 && rt.sets->ranks(id, &active) && active;
-  const int32_t pending = registered ? static_cast<int32_t>(rt.queue->pending_in_set(id)) : 0;
+  bool registered = false;
+  int32_t pending = 0;
+  int size = 0;
+  {
+    const detail::RuntimeLease rt;
+    size = rt->size;
+    bool active = false;
+    registered = id != 0 && rt->sets->ranks(id, &active) && active;
+    pending = registered ? static_cast<int32_t>(rt->queue->pending_in_set(id)) : 0;
+  }
   const std::string what = "kolo::remove_process_set(process set " + std::to_string(id) + ")";
-  const auto rows = exchange({id, registered ? 1 : 0, pending}, "kolo.process_set.remove", rt.size);
+  const auto rows = exchange({id, registered ? 1 : 0, pending}, "kolo.process_set.remove", size);
   require_agreement(rows, what, "set", [](const std::vector<int32_t>& r) {
     return r.empty() ? std::string("?") : "id " + std::to_string(r[0]);
   });
@@ -117,12 +139,14 @@ void remove_process_set(const ProcessSet& set) {
   if (!busy.empty())
     throw Error(Status::invalid_argument(what + ": rank(s) " + join_ranks(busy) +
                                          " still have collectives on it in flight; wait for them first"));
-  rt.sets->erase(id);
+  const detail::RuntimeLease rt;
+  rt->sets->erase(id);
 }
 
 std::vector<ProcessSet> process_sets() {
   std::vector<ProcessSet> out{ProcessSet{}};
-  for (auto& [id, ranks] : detail::runtime_access().sets->active_sets()) out.push_back(ProcessSet(id, ranks));
+  const detail::RuntimeLease rt;
+  for (auto& [id, ranks] : rt->sets->active_sets()) out.push_back(ProcessSet(id, ranks));
   return out;
 }
 

@@ -45,6 +45,8 @@ std::mutex g_mu;                    // serialises init/shutdown
 std::unique_ptr<Runtime> g_runtime;  // guarded by g_mu for creation/destruction
 // Written under g_mu; read without it by submissions, to say why there is no runtime.
 std::atomic<bool> g_finalized{false};  // MPI cannot be initialised twice
+// is_initialized(): set once the runtime runs, cleared as shutdown() begins (read by any thread).
+std::atomic<bool> g_running{false};
 
 // Submissions in progress, and whether shutdown() has begun. A submission enters (count
 // first, then the flag: both sequentially consistent), so shutdown(), which sets the flag and
@@ -53,6 +55,12 @@ std::atomic<bool> g_finalized{false};  // MPI cannot be initialised twice
 // submission touches a runtime being destroyed (docs/correctness.md, finding 5).
 std::atomic<int> g_submitting{0};
 std::atomic<bool> g_closing{false};
+
+// detail::add_before_finalize's hooks; g_hooks_mu also covers shutdown()'s run of them
+// through MPI's finalize.
+std::mutex g_hooks_mu;
+std::map<int, std::function<void()>> g_hooks;
+int g_next_hook = 0;
 
 class Submitting {
  public:
@@ -299,9 +307,10 @@ Handle submit(const TensorView& t, const std::string& name, Request req, const T
     return h;
   }
   if (into != nullptr) {
-    state->into = *into;
-    state->has_into = true;
-    state->into_error = std::move(into_error);
+    detail::HandleExtra& x = state->extra();
+    x.into = *into;
+    x.has_into = true;
+    x.into_error = std::move(into_error);
   }
   req.rank = rt->topo.rank;
   // The queue copies name, dtype, shape and device into its reused slot (no allocation).
@@ -422,6 +431,7 @@ void init(int* argc, char*** argv) {
     registered = true;
   }
   g_runtime = std::move(rt);
+  g_running.store(true, std::memory_order_release);
   // KOLO_PROCESS_SETS: registered as add_process_set does it (every rank agrees, ids 1, 2, ...).
   for (const auto& ranks : g_runtime->config.process_sets) detail::add_process_set_as(ranks, "KOLO_PROCESS_SETS");
 }
@@ -431,6 +441,8 @@ void shutdown() {
   if (!g_runtime) return;
   // Submissions racing this call: those already inside finish their push (the queue's close
   // below fails what the coordinator has not run), later ones fail with the shutdown message.
+  // Leases of other entry points (core/runtime_access.h) are waited for the same way.
+  g_running.store(false, std::memory_order_release);
   g_closing.store(true, std::memory_order_seq_cst);
   while (g_submitting.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   g_runtime->coordinator->request_shutdown();
@@ -438,12 +450,17 @@ void shutdown() {
   g_runtime->queue.close(Status::aborted("kolo has been shut down"));
   g_runtime->coordinator.reset();
   g_runtime->timeline.close();
-  g_runtime->backend->finalize();
+  {
+    std::lock_guard<std::mutex> hooks(g_hooks_mu);  // core/runtime_access.h
+    for (auto& [id, hook] : g_hooks) hook();
+    g_hooks.clear();
+    g_runtime->backend->finalize();
+  }
   g_runtime.reset();
   g_finalized = true;
 }
 
-bool is_initialized() { return g_runtime != nullptr; }
+bool is_initialized() { return g_running.load(std::memory_order_acquire); }
 namespace {
 // A topology query under the submission gate (as a submission): one racing shutdown() on
 // another thread either reads the live runtime, which shutdown() waits for, or fails with
@@ -724,7 +741,7 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const All
 
 Handle join_async() {
   auto state = detail::make_handle_state("kolo.join", OpKind::kAllreduce);
-  state->is_join = true;
+  state->extra().is_join = true;
   Handle h(state);
   {
     Submitting in;  // until the push: shutdown() waits for it
@@ -743,10 +760,36 @@ void barrier(const std::string& name, const ProcessSet& set) {
 
 namespace detail {
 
-RuntimeAccess runtime_access() {
-  Runtime& rt = runtime();
-  return RuntimeAccess{&rt.sets, &rt.queue, rt.topo.rank, rt.topo.size};
+int add_before_finalize(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  g_hooks.emplace(++g_next_hook, std::move(hook));
+  return g_next_hook;
 }
+
+void remove_before_finalize(int id, bool run) {
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  auto it = g_hooks.find(id);
+  if (it == g_hooks.end()) return;
+  if (run) it->second();
+  g_hooks.erase(it);
+}
+
+// The submission gate, for entry points in other files (core/runtime_access.h).
+RuntimeLease::RuntimeLease() {
+  g_submitting.fetch_add(1, std::memory_order_seq_cst);
+  Runtime* rt = g_closing.load(std::memory_order_seq_cst) ? nullptr : g_runtime.get();
+  if (!rt) {
+    g_submitting.fetch_sub(1, std::memory_order_release);
+    throw Error(no_runtime());
+  }
+  access_ = RuntimeAccess{&rt->sets, &rt->queue, rt->topo.rank, rt->topo.size};
+}
+
+RuntimeLease::~RuntimeLease() { g_submitting.fetch_sub(1, std::memory_order_release); }
+
+bool RuntimeLease::closing() { return g_closing.load(std::memory_order_acquire); }
+
+Status RuntimeLease::shut_down_status() { return shut_down(); }
 
 }  // namespace detail
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/logging.h"
+#include "core/runtime_access.h"
 #include "kvstore/server.h"
 #include "kvstore/stores.h"
 #include "kvstore/transport.h"
@@ -23,6 +24,9 @@ struct Request {
   std::vector<uint8_t>* blob = nullptr;  // save: the reply's bytes
 };
 
+// Every call that talks over MPI holds a RuntimeLease (core/runtime_access.h): one racing
+// kolo::shutdown() completes, or ends with the shutdown message at its next wait; MPI is not
+// finalized under it.
 class DistStore final : public KVStore {
  public:
   DistStore(const std::string& type, const Config& config, std::unique_ptr<Transport> t)
@@ -43,6 +47,7 @@ class DistStore final : public KVStore {
   int64_t value_bytes_moved() const override { return moved_; }
 
   void set_optimizer(const KVOptimizer& o) override {
+    const detail::RuntimeLease lease;
     require_worker("set_optimizer");
     throw_if_error(validate_for(o, type()));
     const auto bytes = encode(o);
@@ -58,6 +63,7 @@ class DistStore final : public KVStore {
   }
 
   void barrier() override {
+    const detail::RuntimeLease lease;
     require_worker("barrier");
     MPI_Request req;
     throw_if_error(ops_status(MPI_Ibarrier(t_->workers(), &req), "MPI_Ibarrier(workers)"));
@@ -65,6 +71,7 @@ class DistStore final : public KVStore {
   }
 
   void sum_over_workers(std::span<double> values) override {
+    const detail::RuntimeLease lease;
     require_worker("sum_over_workers");
     MPI_Request req;
     throw_if_error(ops_status(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
@@ -74,6 +81,7 @@ class DistStore final : public KVStore {
   }
 
   void save_optimizer_states(const std::string& path) override {
+    const detail::RuntimeLease lease;
     require_worker("save_optimizer_states");
     Status s = Status::ok();
     if (rank() == 0) {
@@ -85,6 +93,7 @@ class DistStore final : public KVStore {
   }
 
   void load_optimizer_states(const std::string& path) override {
+    const detail::RuntimeLease lease;
     require_worker("load_optimizer_states");
     Status s = Status::ok();
     if (rank() == 0) {
@@ -100,6 +109,7 @@ class DistStore final : public KVStore {
 
   void run_server(KVUpdater updater) override {
     if (!is_server()) KVStore::run_server(std::move(updater));
+    const detail::RuntimeLease lease;
     Server server(*t_, type() == "dist_sync", std::move(updater));
     throw_if_error(server.run());
     closed_ = true;
@@ -109,6 +119,8 @@ class DistStore final : public KVStore {
   void close() override {
     if (closed_ || is_server() || t_->peer_dead()) return;
     closed_ = true;
+    if (detail::RuntimeLease::closing()) return;  // kolo was shut down first: no MPI to talk on
+    const detail::RuntimeLease lease;
     Header h;
     h.op = Op::kStop;
     for (int s = 0; s < num_servers(); ++s) throw_if_error(t_->send(t_->roles().server_rank(s), h, nullptr));
@@ -118,12 +130,19 @@ class DistStore final : public KVStore {
 
  protected:
   void do_init(const std::vector<Item>& items) override {
+    const detail::RuntimeLease lease;
     Status s = Status::ok();
     if (rank() == 0) s = exchange(requests(Op::kInit, items));
     agree(s);
   }
-  void do_push(const std::vector<Item>& items) override { throw_if_error(exchange(requests(Op::kPush, items))); }
-  void do_pull(const std::vector<Item>& items) override { throw_if_error(exchange(requests(Op::kPull, items))); }
+  void do_push(const std::vector<Item>& items) override {
+    const detail::RuntimeLease lease;
+    throw_if_error(exchange(requests(Op::kPush, items)));
+  }
+  void do_pull(const std::vector<Item>& items) override {
+    const detail::RuntimeLease lease;
+    throw_if_error(exchange(requests(Op::kPull, items)));
+  }
 
  private:
   static Status ops_status(int rc, const char* what) {
@@ -276,6 +295,7 @@ class DistStore final : public KVStore {
 }  // namespace
 
 std::unique_ptr<KVStore> make_dist_store(const std::string& type, const Config& config) {
+  const detail::RuntimeLease lease;  // MPI stays up until the store is made (a collective)
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (config.num_servers <= 0 || config.num_servers >= size)

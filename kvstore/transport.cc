@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <thread>
 
 #include "core/host_info.h"
+#include "core/runtime_access.h"
 #include "ops/mpi_util.h"
 
 namespace kolo::kv {
@@ -79,11 +81,25 @@ Status Transport::create(const Config& config, Roles roles, std::unique_ptr<Tran
         MPI_Query_thread(&level);
         return level >= MPI_THREAD_MULTIPLE;  // heartbeats on the liveness' own thread
       }());
+  Transport* raw = t.get();
+  t->hook_ = detail::add_before_finalize([raw] { raw->liveness_->stop(); });
   *out = std::move(t);
   return Status::ok();
 }
 
 Transport::~Transport() {
+  // Under a lease shutdown() waits for this; refused one, shutdown() has begun (or ended):
+  // the heartbeats stop here if it has not stopped them yet, and MPI is left alone.
+  std::optional<detail::RuntimeLease> lease;
+  try {
+    lease.emplace();
+  } catch (const Error&) {
+  }
+  detail::remove_before_finalize(hook_, !lease);
+  if (!lease) {
+    (void)channel_.release();  // its requests may live on in MPI
+    return;
+  }
   if (peer_dead()) {
     // MPI may still wait for the dead rank on these: keep everything, the process ends soon.
     if (channel_) channel_->abandon();
@@ -195,6 +211,9 @@ Status Transport::dead_error(const Status& s) const {
 
 Status Transport::idle(int idle_polls, const char* during) {
   if (Status s = liveness_->check(during); !s.is_ok()) return dead_error(s);
+  if (detail::RuntimeLease::closing())
+    return Status::aborted("KVStore: " + describe_rank(roles_, rank_) + " stopped " + during + ": " +
+                           detail::RuntimeLease::shut_down_status().message());
   // Spin briefly (a reply is often microseconds away), then yield, then sleep: on a machine
   // with more ranks than cores a spinning waiter takes the CPU from the rank it waits for.
   if (idle_polls < 32) return Status::ok();

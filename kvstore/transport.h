@@ -12,7 +12,11 @@
 // this communicator through ops::MpiChannel): a dead rank is an error naming it, on every
 // rank (the finder tells the others). A peer that stays alive but silent for longer than
 // KOLO_STALL_SHUTDOWN_TIME_SECONDS (when set) is a timeout error. Waiting backs off to short
-// sleeps, so an idle server or a waiting worker leaves the CPU to ranks that compute.
+// sleeps, so an idle server or a waiting worker leaves the CPU to ranks that compute. Once
+// kolo::shutdown() has begun on another thread, every wait ends with the shutdown message
+// (the store's calls hold the runtime's gate, core/runtime_access.h, which shutdown() waits
+// for), and shutdown() stops the heartbeats before it finalizes MPI; a transport destroyed
+// after that leaves MPI alone (docs/correctness.md, finding 20).
 //
 // Ownership: owns its communicators and liveness. Thread safety: one thread.
 #pragma once
@@ -100,6 +104,7 @@ class Transport {
   std::unique_ptr<ops::MpiChannel> channel_;
   std::unique_ptr<Liveness> liveness_;
   std::vector<InFlight> sends_;
+  int hook_ = 0;  // core/runtime_access.h: add_before_finalize
 };
 
 // "KVStore dist_sync server 1 (rank 5)" / "worker 0 (rank 0)", for messages.

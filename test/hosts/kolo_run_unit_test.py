@@ -144,6 +144,20 @@ def test_sync_dst_dir_failure_names_the_host_and_starts_nothing(tmp_path):
     assert not marker.exists()
 
 
+
+def test_sync_dst_dir_without_rsync_says_so(tmp_path):
+    # A PATH with mpirun but no rsync: the copy is refused with the package to install.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mpirun").symlink_to("/usr/bin/mpirun")
+    marker = tmp_path / "started"
+    r = run("--launcher", "local", "--sync-dst-dir", str(tmp_path / "dst"), "touch", str(marker),
+            cwd=str(tmp_path), env={"PATH": str(bin_dir)})
+    assert r.returncode == 1, r.stderr
+    assert "kolo-run: error: --sync-dst-dir needs rsync on this host, and it is not installed" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not marker.exists()
+
 def test_missing_mpirun_is_named():
     r = run("--launcher", "local", "--mpirun", "no-such-mpirun-9", "prog")
     assert r.returncode == 1
