@@ -10,6 +10,7 @@
 
 #include "core/burst_hold.h"
 #include "core/fusion.h"
+#include "core/host_info.h"
 #include "core/join.h"
 #include "core/liveness.h"
 #include "core/logging.h"
@@ -37,6 +38,7 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       backend_(backend),
       queue_(queue),
       topo_(backend.topology()),
+      crowded_(topo_.local_size > cpus_for_ranks()),
       timeline_(timeline && timeline->enabled() ? timeline : nullptr),
       sets_(sets),
       table_(topo_.size),

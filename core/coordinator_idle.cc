@@ -101,12 +101,14 @@ bool Coordinator::defer_burst() {
 // Watches the two signals that cost no syscall (this rank's queue, a peer's round on the
 // board) and `done` for a moment, then gives the core away.
 void Coordinator::poll_then_yield(const std::atomic<bool>* done) {
-  const auto until = Clock::now() + kPollBurst;
   const auto quiet = [&] {
     return !queue_.maybe_work() && !(board_ && board_->needs_attention()) &&
            !(done && done->load(std::memory_order_relaxed));
   };
-  while (quiet() && Clock::now() < until) cpu_relax();
+  if (!crowded_) {
+    const auto until = Clock::now() + kPollBurst;
+    while (quiet() && Clock::now() < until) cpu_relax();
+  }
   if (quiet()) std::this_thread::yield();
 }
 

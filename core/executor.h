@@ -29,7 +29,7 @@ inline size_t prepare_allgather_output(const Response& r, TensorEntry& e, int64_
       static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end()))) * dtype_size(r.dtype);
   *total_rows = 0;
   for (int64_t s : r.sizes) *total_rows += s;
-  Tensor& out = e.handle->gathered;
+  Tensor& out = e.handle->extra().gathered;
   out.dtype = r.dtype;
   out.shape = shape;
   out.shape[0] = *total_rows;
@@ -70,17 +70,17 @@ inline size_t prepare_alltoall_output(const Response& r, int rank, int size, Ten
     (*recv_rows)[j] = r.sizes[static_cast<size_t>(j) * size + rank];
     total += (*recv_rows)[j];
   }
-  e.handle->received_splits = *recv_rows;
+  detail::HandleExtra& x = e.handle->extra();
+  x.received_splits = *recv_rows;
   *unfit = Status::ok();
-  if (e.handle->has_into) {
-    *unfit = e.handle->into_error.is_ok() ? alltoall_into_problem(e.request.name, e.handle->into, total, *recv_rows)
-                                          : e.handle->into_error;
+  if (x.has_into) {
+    *unfit = x.into_error.is_ok() ? alltoall_into_problem(e.request.name, x.into, total, *recv_rows) : x.into_error;
     if (unfit->is_ok()) {
-      *dest = e.handle->into.data;
+      *dest = x.into.data;
       return row_bytes;
     }
   }
-  Tensor& out = e.handle->gathered;
+  Tensor& out = x.gathered;
   out.dtype = r.dtype;
   out.shape = shape;
   out.shape[0] = total;
@@ -96,7 +96,7 @@ inline size_t prepare_reducescatter_output(const Response& r, int rank, int size
   const Shape& shape = e.view.shape;
   const size_t row_elems = static_cast<size_t>(num_elements(Shape(shape.begin() + 1, shape.end())));
   *rows = reducescatter_rows(shape[0], size, rank, first_row);
-  Tensor& out = e.handle->gathered;
+  Tensor& out = e.handle->extra().gathered;
   out.dtype = r.dtype;
   out.shape = shape;
   out.shape[0] = *rows;

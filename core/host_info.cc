@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -48,6 +49,14 @@ Status check_interface(const std::string& name) {
   for (const auto& n : names) have += (have.empty() ? "" : ", ") + n;
   return Status::invalid_argument("KOLO_NETWORK_INTERFACE=" + name + ": host " + host_name() +
                                   " has no such interface (it has: " + have + ")");
+}
+
+int cpus_for_ranks() {
+  const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int>(online);
+  const int mine = CPU_COUNT(&set);
+  return mine > 1 ? mine : static_cast<int>(online);
 }
 
 }  // namespace kolo

@@ -307,9 +307,10 @@ Handle submit(const TensorView& t, const std::string& name, Request req, const T
     return h;
   }
   if (into != nullptr) {
-    state->into = *into;
-    state->has_into = true;
-    state->into_error = std::move(into_error);
+    detail::HandleExtra& x = state->extra();
+    x.into = *into;
+    x.has_into = true;
+    x.into_error = std::move(into_error);
   }
   req.rank = rt->topo.rank;
   // The queue copies name, dtype, shape and device into its reused slot (no allocation).
@@ -740,7 +741,7 @@ Handle grouped_allreduce_async(const std::vector<TensorView>& tensors, const All
 
 Handle join_async() {
   auto state = detail::make_handle_state("kolo.join", OpKind::kAllreduce);
-  state->is_join = true;
+  state->extra().is_join = true;
   Handle h(state);
   {
     Submitting in;  // until the push: shutdown() waits for it

@@ -263,7 +263,7 @@ void TensorQueue::complete_join(Status s, int last_rank) {
     join_unsent_.store(false);
   }
   if (!h) return;
-  h->join_last_rank = last_rank;  // read by the waiter only after complete()
+  h->extra().join_last_rank = last_rank;  // read by the waiter only after complete()
   h->complete(std::move(s));
 }
 

@@ -161,7 +161,7 @@ Status MpiExecutor::allgather(const Response& r, std::vector<TensorEntry>& entri
   TensorEntry& e = entries.at(0);
   int64_t total_rows = 0;
   const size_t row_bytes = prepare_allgather_output(r, e, &total_rows);
-  Tensor& out = e.handle->gathered;
+  Tensor& out = e.handle->extra().gathered;
   if (row_bytes == 0 || total_rows == 0) return Status::ok();
   if (row_bytes > static_cast<size_t>(INT_MAX) || total_rows > INT_MAX)
     return Status::invalid_argument("allgather \"" + r.names[0] + "\": too large for one MPI_Allgatherv");
@@ -243,7 +243,7 @@ Status MpiExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& e
                             "MPI_Reduce_scatter");
       phase(entries, "");
       KOLO_RETURN_IF_ERROR(s);
-      narrow_half(e.handle->gathered.bytes.data(), wide_.data() + total, mine, r.dtype,
+      narrow_half(e.handle->extra().gathered.bytes.data(), wide_.data() + total, mine, r.dtype,
                   static_cast<float>(post_factor(r.reduce_op, size_, r.postscale)));
       continue;
     }
@@ -253,7 +253,7 @@ Status MpiExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& e
       scale_copy(scaled_.data(), in, total, r.dtype, r.prescale);
       in = scaled_.data();
     }
-    void* out = e.handle->gathered.bytes.data();
+    void* out = e.handle->extra().gathered.bytes.data();
     phase(entries, "MPI_REDUCE_SCATTER");
     Status s = mpi_status(MPI_Reduce_scatter(in, out, counts.data(), mpi_dtype(r.dtype),
                                              mpi_reduce_op(r.dtype, r.reduce_op), comm_),

@@ -237,7 +237,7 @@ Status NcclExecutor::allgather(const Response& r, std::vector<TensorEntry>& entr
   TensorEntry& e = entries.at(0);
   int64_t total_rows = 0;
   const size_t row_bytes = prepare_allgather_output(r, e, &total_rows);
-  Tensor& out = e.handle->gathered;
+  Tensor& out = e.handle->extra().gathered;
   if (out.bytes.empty()) return Status::ok();
   KOLO_RETURN_IF_ERROR(gather_.reserve(out.bytes.size()));
   auto* dst = static_cast<std::byte*>(gather_.data());
@@ -280,7 +280,7 @@ Status NcclExecutor::alltoall(const Response& r, std::vector<TensorEntry>& entri
   void* dest = nullptr;
   Status unfit;
   const size_t row_bytes = prepare_alltoall_output(r, rank_, size_, e, &send_rows, &recv_rows, &dest, &unfit);
-  Tensor& out = e.handle->gathered;
+  Tensor& out = e.handle->extra().gathered;
   if (row_bytes == 0) return Status::ok();
   KOLO_RETURN_IF_ERROR(gather_.reserve(std::max<size_t>(1, out.bytes.size())));
   const auto* src = static_cast<const std::byte*>(e.view.data);
@@ -312,7 +312,7 @@ Status NcclExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& 
   for (TensorEntry& e : entries) {
     int64_t first_row = 0, rows = 0;
     const size_t row_elems = prepare_reducescatter_output(r, rank_, size_, e, &first_row, &rows);
-    Tensor& out = e.handle->gathered;
+    Tensor& out = e.handle->extra().gathered;
     const size_t total = static_cast<size_t>(e.view.num_elements());
     if (total == 0) continue;
     const size_t mine = static_cast<size_t>(rows) * row_elems;

@@ -283,7 +283,7 @@ Status ShmExecutor::allgather(const Response& r, std::vector<TensorEntry>& entri
     bytes.push_back(static_cast<size_t>(s) * row_bytes);
     rows += s;
   }
-  Tensor& out = e.handle->gathered;
+  Tensor& out = e.handle->extra().gathered;
   out.dtype = r.dtype;
   out.shape = shape;
   out.shape[0] = rows;
@@ -319,7 +319,7 @@ Status ShmExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& e
     const size_t row_elems = prepare_reducescatter_output(r, group_->local_rank(), n, e, &first_row, &rows);
     for (int j = 0; j < n; ++j)
       lo[j + 1] = lo[j] + static_cast<size_t>(reducescatter_rows(e.view.shape[0], n, j)) * row_elems;
-    KOLO_RETURN_IF_ERROR(group_->reduce_scatter(e.view.data, e.handle->gathered.bytes.data(), lo, r.dtype,
+    KOLO_RETURN_IF_ERROR(group_->reduce_scatter(e.view.data, e.handle->extra().gathered.bytes.data(), lo, r.dtype,
                                                 r.reduce_op, r.prescale, r.postscale));
   }
   return Status::ok();

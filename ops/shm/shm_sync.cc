@@ -3,8 +3,10 @@
 
 #include "core/liveness.h"
 
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,12 +35,29 @@ constexpr uint64_t kAbortReadyVerbatim = 3;  // the message is the whole error (
 constexpr auto kYieldPhase = std::chrono::milliseconds(2);
 constexpr auto kSleep = std::chrono::microseconds(50);
 constexpr auto kProbeEvery = std::chrono::milliseconds(10);
+// The longest one futex sleep lasts: how late a rank sees an abort or a peer that left.
+constexpr auto kFutexNap = std::chrono::milliseconds(1);
 
 int online_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
+
+// The 32 bits of a step word that change with every step: the futex word.
+uint32_t* futex_word(std::atomic<uint64_t>& w) {
+  static_assert(sizeof(std::atomic<uint64_t>) == 8, "a step word is 8 bytes");
+  auto* halves = reinterpret_cast<uint32_t*>(&w);
+  return __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? halves : halves + 1;
+}
+
+// Not FUTEX_PRIVATE: the word is in memory shared between processes.
+void futex_sleep(uint32_t* word, uint32_t seen, std::chrono::nanoseconds most) {
+  const timespec t{0, static_cast<long>(most.count())};
+  syscall(SYS_futex, word, FUTEX_WAIT, seen, &t, nullptr, 0);
+}
+
+void futex_wake_all(uint32_t* word) { syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0); }
 
 }  // namespace
 
@@ -65,7 +84,10 @@ Status PeerSync::arrive(uint64_t e, const CallDesc& desc) {
   KOLO_RETURN_IF_ERROR(prepare(e));
   RankLine& me = lines_[rank_];
   me.desc[e % 2] = desc;
-  me.arrived.store(e, std::memory_order_release);
+  // seq_cst store, then the load: a peer that counted itself asleep before this store is
+  // seen here, and one that counts itself after it sees e (wait_slow) -- none sleeps on.
+  me.arrived.store(e, std::memory_order_seq_cst);
+  if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(futex_word(me.arrived));
   return Status::ok();
 }
 
@@ -119,7 +141,18 @@ Status PeerSync::wait_slow(int peer, uint64_t e) {
     const Clock::time_point now = Clock::now();
     if (now - start < kYieldPhase) {
       sched_yield();
+    } else if (idle_ == nullptr) {
+      // A long wait (the peer computes, or waits for the CPU): sleep until it arrives, at
+      // most kFutexNap, counted in its line so that its arrive() wakes us at once.
+      std::atomic<uint64_t>& word = lines_[peer].arrived;
+      const uint64_t seen = word.load(std::memory_order_seq_cst);
+      lines_[peer].sleepers.fetch_add(1, std::memory_order_seq_cst);
+      if (word.load(std::memory_order_seq_cst) == seen && seen < e) {
+        futex_sleep(futex_word(word), static_cast<uint32_t>(seen), kFutexNap);
+      }
+      lines_[peer].sleepers.fetch_sub(1, std::memory_order_relaxed);
     } else {
+      // Polling `idle_` (the transfers between hosts) must go on: short sleeps.
       std::this_thread::sleep_for(kSleep);
     }
     if (now >= next_probe || now - start >= timeout_) {

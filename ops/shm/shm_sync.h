@@ -12,7 +12,8 @@
 // barriers: it reads and writes the ranks' arena regions, not the halves.)
 //
 // Every wait is bounded: spin briefly (collectives of a few KB finish in about a
-// microsecond), then yield, then sleep; every 10 ms it checks that the peer's process still
+// microsecond), then yield, then sleep on the peer's step word (a futex that the peer's
+// arrive() wakes, so a long wait ends as soon as the peer arrives); every 10 ms it checks that the peer's process still
 // exists; past `timeout` it fails. The first failure is published in the segment
 // (abort word + message) so that every other rank stops within one poll instead of timing
 // out on its own, and the group stays failed (the caller cannot resynchronise the steps).
@@ -48,7 +49,7 @@ struct CallDesc {
 };
 
 inline constexpr uint64_t kSegmentMagic = 0x316d6873'6f6c6f6bULL;  // "kolo shm1" (LE)
-inline constexpr uint32_t kSegmentVersion = 2;
+inline constexpr uint32_t kSegmentVersion = 3;
 inline constexpr size_t kLine = 128;  // two cache lines: keeps the adjacent-line prefetcher
                                       // from coupling neighbours' counters
 
@@ -67,6 +68,7 @@ struct alignas(kLine) RankLine {
   CallDesc desc[2];               // by step parity
   std::atomic<int32_t> pid;
   std::atomic<int32_t> left;      // 1 once this rank destroyed its group (it arrives no more)
+  std::atomic<uint32_t> sleepers; // peers asleep on `arrived` (a futex): arrive() wakes them
 };
 
 // Bytes before the data area (header + one line per rank), rounded to a page.

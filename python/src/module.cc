@@ -68,13 +68,10 @@ struct PyHandle {
   Handle h;
   bool done() const { return h.done(); }
   void wait() const {
-    wait_checking_signals(h, -1.0);
-    Status s;
-    {
-      py::gil_scoped_release nogil;
-      s = h.status();
-    }
-    throw_if_error(s);
+    // Done once wait_checking_signals returns: status() then reads it without blocking, so
+    // the GIL is released once per wait, not twice.
+    if (!h.done()) wait_checking_signals(h, -1.0);
+    throw_if_error(h.status());
   }
   bool wait_for(double seconds) const { return wait_checking_signals(h, std::max(seconds, 0.0)); }
   // Allgather, alltoall, reducescatter (member < 0) or member `member` of a grouped

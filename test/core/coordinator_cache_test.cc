@@ -118,8 +118,7 @@ struct Rank {
 
 // The handle's status once done, or "timed out" after 5 s.
 std::string outcome(const std::shared_ptr<detail::HandleState>& h) {
-  std::unique_lock<std::mutex> l(h->mu);
-  if (!h->cv.wait_for(l, std::chrono::seconds(5), [&] { return h->done; })) return "timed out";
+  if (!h->wait_for(std::chrono::seconds(5))) return "timed out";
   h->observed = true;
   return h->status.is_ok() ? "ok" : h->status.message();
 }

@@ -62,13 +62,13 @@ TEST_CASE("a waiter sees the outcome written before completion, without the mute
   for (int round = 0; round < 50; ++round) {
     auto s = make_handle_state("w", OpKind::kAllgather);
     std::thread completer([s] {
-      s->received_splits = {1, 2, 3};
+      s->extra().received_splits = {1, 2, 3};
       s->complete(Status::invalid_argument("bad " + std::to_string(7)));
     });
     Handle h(s);
     s->wait();
     CHECK(h.done());
-    CHECK(s->received_splits == std::vector<int64_t>{1, 2, 3});
+    CHECK(s->extra_->received_splits == std::vector<int64_t>{1, 2, 3});
     CHECK(h.status().message() == "bad 7");
     CHECK(s->observed.load());
     CHECK(s->wait_for(std::chrono::milliseconds(0)));

@@ -80,10 +80,10 @@ TEST_CASE("a duplicate fails at once on its rank only and sends nothing", "[queu
   auto first = state("a"), second = state("a");
   REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), first));
   CHECK_FALSE(q.push(TensorView::of(a.data(), {4}), "a", header(), second));
-  CHECK(second->done);
+  CHECK(second->finished.load());
   CHECK(second->status.message().find("\"a\": submitted again on rank 1") != std::string::npos);
   CHECK(second->status.message().find("the one in flight goes on") != std::string::npos);
-  CHECK_FALSE(first->done);
+  CHECK_FALSE(first->finished.load());
   std::vector<Request> out;
   REQUIRE(q.take_requests(&out) == 1);  // only the first travels to rank 0
   CHECK(out[0].name == "a");
@@ -101,13 +101,13 @@ TEST_CASE("a name stays reserved while it executes and is free once released", "
   // Executing: a resubmission now would otherwise start a round the peers never match.
   auto during = state("a");
   CHECK_FALSE(q.push(TensorView::of(a.data(), {4}), "a", header(), during));
-  CHECK(during->done);
+  CHECK(during->finished.load());
   CHECK(q.take_requests(&out) == 0);
   q.release(entries);
   entries[0].handle->complete(Status::ok());
   auto after = state("a");
   REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), after));
-  CHECK_FALSE(after->done);
+  CHECK_FALSE(after->finished.load());
   CHECK(q.take_requests(&out) == 1);
   during->observed = true;
 }
@@ -121,8 +121,8 @@ TEST_CASE("close while a name executes leaves that handle to the coordinator", "
   std::vector<TensorEntry> entries;
   REQUIRE(q.take_entries({"a"}, &entries).is_ok());
   q.close(Status::aborted("stopped"));
-  CHECK(pending->done);
-  CHECK_FALSE(executing->done);
+  CHECK(pending->finished.load());
+  CHECK_FALSE(executing->finished.load());
   q.release(entries);  // after close: harmless
   entries[0].handle->complete(Status::ok());
   pending->observed = true;
@@ -143,11 +143,11 @@ TEST_CASE("close fails pending entries and later pushes", "[queue]") {
   auto h = state("a");
   REQUIRE(q.push(TensorView::of(a.data(), {4}), "a", header(), h));
   q.close(Status::aborted("stopped"));
-  CHECK(h->done);
+  CHECK(h->finished.load());
   CHECK(h->status.message() == "stopped");
   auto later = state("b");
   CHECK_FALSE(q.push(TensorView::of(a.data(), {4}), "b", header(), later));
-  CHECK(later->done);
+  CHECK(later->finished.load());
   h->observed = later->observed = true;
 }
 
@@ -158,8 +158,8 @@ TEST_CASE("a group goes in whole or not at all: one reserved member refuses ever
   std::vector<std::shared_ptr<detail::HandleState>> members = {state("g[0]"), state("g[1]")};
   const auto m0 = members[0], m1 = members[1];
   CHECK_FALSE(q.push_group({TensorView::of(a), TensorView::of(b)}, header(), &members));
-  REQUIRE(m0->done);
-  REQUIRE(m1->done);
+  REQUIRE(m0->finished.load());
+  REQUIRE(m1->finished.load());
   CHECK(m0->status.message().find("\"g[1]\": submitted again on rank 1") != std::string::npos);
   CHECK(m1->status.message() == m0->status.message());
   std::vector<Request> out;

@@ -327,6 +327,36 @@ TEST_CASE("shm peer that never arrives: a timeout naming it", "[shm][failure]") 
   REQUIRE(std::chrono::steady_clock::now() - t0 < milliseconds(10000));
 }
 
+TEST_CASE("shm peer late past the yield phase: the waiters sleep on its step word and go on exactly",
+          "[shm]") {
+  // Each call one rank arrives 5 ms late, past the 2 ms of yielding: the others sleep on its
+  // step word (a futex its arrival wakes, PeerSync::wait_slow), several of them at once.
+  const int n = 3;
+  const std::string name = unique_segment_name();
+  const auto out = fork_ranks(n, [&](int rank, const ShmGroup::Agree& agree) {
+    ShmGroup::Options o = small_options(name, rank, n);
+    o.peer_timeout = milliseconds(30000);
+    return with_group(o, agree, [&](ShmGroup& g) -> std::string {
+      std::vector<int32_t> buf(1000);
+      for (int it = 0; it < 12; ++it) {
+        for (size_t i = 0; i < buf.size(); ++i) buf[i] = rank * 1000 + it + static_cast<int32_t>(i);
+        if (rank == it % n) std::this_thread::sleep_for(milliseconds(5));
+        Status s = g.allreduce(buf.data(), buf.size(), DType::kInt32, ReduceOp::kSum);
+        if (!s.is_ok()) return "call " + std::to_string(it) + ": " + s.to_string();
+        for (size_t i = 0; i < buf.size(); ++i) {
+          const int32_t want = 3000 + n * (it + static_cast<int32_t>(i));
+          if (buf[i] != want) {
+            return "call " + std::to_string(it) + " element " + std::to_string(i) + ": " +
+                   std::to_string(buf[i]) + ", expected " + std::to_string(want);
+          }
+        }
+      }
+      return std::string();
+    });
+  }, kDeadline);
+  require_all_passed(out);
+}
+
 TEST_CASE("shm peer that destroys its group while others wait: they fail at once, naming it",
           "[shm][failure]") {
   const std::string name = unique_segment_name();

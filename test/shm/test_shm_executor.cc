@@ -126,8 +126,8 @@ TEST_CASE("mpi: ShmExecutor gives the MPI executor's results for fused allreduce
   std::vector<TensorEntry> gm{entry("rows", mine.data(), DType::kFloat32, {rank + 1, 3})};
   REQUIRE(f.shm->execute(ag, gs).is_ok());
   REQUIRE(f.mpi->execute(ag, gm).is_ok());
-  CHECK(gs[0].handle->gathered.shape == gm[0].handle->gathered.shape);
-  CHECK(gs[0].handle->gathered.bytes == gm[0].handle->gathered.bytes);
+  CHECK(gs[0].handle->extra().gathered.shape == gm[0].handle->extra().gathered.shape);
+  CHECK(gs[0].handle->extra().gathered.bytes == gm[0].handle->extra().gathered.bytes);
 }
 
 }  // namespace kolo::shm::testing

@@ -10,9 +10,10 @@ Handles are ints, as in Horovod: ``synchronize(h)`` waits and returns the output
 ``HorovodInternalError``) from ``synchronize`` with kolo's message (tensor name, ranks,
 values), on every rank the failure concerns; the job goes on.
 
-Names: collectives are matched across ranks by name. ``name=None`` gives an automatic
-name ``<op>.noname.<n>``, n counting this process's unnamed calls (all kinds together) from
-0: ranks that make the same sequence of unnamed calls agree, as with Horovod.
+Names: collectives are matched across ranks by name. ``name=None`` gives an async call the
+automatic name ``<op>.noname.<n>``, n counting this process's unnamed async calls (all kinds
+together) from 0, and a blocking call ``<op>.noname.blocking`` (see _blocking): ranks that
+make the same sequence of unnamed calls agree, as with Horovod.
 """
 import itertools
 import threading
@@ -161,6 +162,27 @@ def _name(kind, name):
     return name
 
 
+# One lock per kind: held by the blocking call that uses "<kind>.noname.blocking".
+_blocking_locks = {}
+
+
+def _blocking(kind, name, start):
+    """Runs a blocking call: `start(name)` submits and returns a handle, which is waited for.
+    Without a name the call is named "<kind>.noname.blocking", the same every time: it is
+    complete on this rank before the call returns, so the name is free again, and one name
+    per kind keeps kolo's response cache hitting (a fresh name per call costs a full
+    negotiation: docs/benchmarks.md, "PyTorch"). Such calls from several threads of a process
+    take turns (a lock per kind), so every rank uses the name as often as it makes the calls."""
+    if name is not None:
+        return synchronize(start(name))
+    lock = _blocking_locks.get(kind)
+    if lock is None:
+        with _handles_lock:
+            lock = _blocking_locks.setdefault(kind, threading.Lock())
+    with lock:
+        return synchronize(start(kind + ".noname.blocking"))
+
+
 class _Record:
     """One collective in flight: kolo's handle, the tensors it uses (kept alive until
     completion) and how to produce the result once it completed."""
@@ -218,7 +240,7 @@ def _dtype_code(tensor, what):
 
 
 def _device(tensor):
-    if tensor.device.type == "cpu":
+    if tensor.is_cpu:
         return -1
     if tensor.device.type == "cuda":
         # kolo waits for nothing on the GPU side when no event is given: make the data ready.
@@ -230,15 +252,16 @@ def _device(tensor):
 def _contiguous_work(tensor):
     """The tensor kolo works on in place: `tensor` itself when contiguous, else a copy
     (written back by the caller)."""
-    t = tensor.detach()
-    return t if t.is_contiguous() else t.contiguous()
+    if tensor.is_contiguous():
+        return tensor  # kolo reads only its memory: no detached view needed
+    return tensor.detach().contiguous()
 
 
 
 def _write_back(tensor, work):
     """The completion step of an in-place op on `tensor` that ran on `work`: nothing when
     `work` is `tensor`'s own contiguous storage, else a copy back into `tensor`."""
-    if work.data_ptr() == tensor.data_ptr() and work.is_contiguous() and tensor.is_contiguous():
+    if work is tensor or (work.data_ptr() == tensor.data_ptr() and work.is_contiguous() and tensor.is_contiguous()):
         return lambda: tensor
 
     def finish():
@@ -294,15 +317,16 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=None):
     """In place, blocking."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    return _blocking("allreduce", name, lambda n: allreduce_async_(tensor, average, n, op, prescale_factor,
+                                                                   postscale_factor, process_set))
 
 
 class _AllreduceFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, process_set
-        return synchronize(allreduce_async(tensor, None, name, op, prescale_factor, postscale_factor, process_set))
+        return _blocking("allreduce", name, lambda n: allreduce_async(tensor, None, n, op, prescale_factor,
+                                                                      postscale_factor, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -318,9 +342,18 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
     op = _op_code(op, average, "allreduce")
     if compression is not None:
         compressed, ctx = compression.compress(tensor)
-        reduced = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
+        reduced = _reduce_copy(compressed, name, op, prescale_factor, postscale_factor, process_set)
         return compression.decompress(reduced, ctx)
-    return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
+    return _reduce_copy(tensor, name, op, prescale_factor, postscale_factor, process_set)
+
+
+def _reduce_copy(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    """allreduce's result: through autograd when a gradient is wanted, else directly (the
+    autograd Function's own cost is a third of a small allreduce's)."""
+    if not isinstance(tensor, torch.Tensor) or (tensor.requires_grad and torch.is_grad_enabled()):
+        return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
+    return _blocking("allreduce", name, lambda n: allreduce_async(tensor, None, n, op, prescale_factor,
+                                                                  postscale_factor, process_set))
 
 
 # --- allgather ------------------------------------------------------------------------------
@@ -354,13 +387,13 @@ class _AllgatherFn(torch.autograd.Function):
     def forward(ctx, tensor, name, process_set):
         ctx.dim0 = tensor.shape[0] if tensor.dim() > 0 else 1
         ctx.ps = process_set
-        return synchronize(allgather_async(tensor, name, process_set))
+        return _blocking("allgather", name, lambda n: allgather_async(tensor, n, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):
         # Each rank's input got its rows of every rank's output gradient: sum them, keep ours.
-        sizes = synchronize(allgather_async(torch.tensor([ctx.dim0], dtype=torch.int64),
-                                            process_set=ctx.ps)).tolist()
+        dim0 = torch.tensor([ctx.dim0], dtype=torch.int64)
+        sizes = _blocking("allgather", None, lambda n: allgather_async(dim0, n, ctx.ps)).tolist()
         reduced = allreduce(grad_output, op=Sum, process_set=ctx.ps)
         start = sum(sizes[:_rank_in(ctx.ps)])
         return reduced.narrow(0, start, ctx.dim0), None, None
@@ -399,14 +432,14 @@ def broadcast_async(tensor, root_rank, name=None, process_set=None):
 
 def broadcast_(tensor, root_rank, name=None, process_set=None):
     """In place, blocking."""
-    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    return _blocking("broadcast", name, lambda n: broadcast_async_(tensor, root_rank, n, process_set))
 
 
 class _BroadcastFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root, ctx.ps = root_rank, process_set
-        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+        return _blocking("broadcast", name, lambda n: broadcast_async(tensor, root_rank, n, process_set))
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -77,6 +77,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         self._sync = None
         self._index = {}         # parameter -> index in self._sync
+        self._desc = {}          # parameter -> (dtype code, shape, device) its gradient has
         self._submitted = {}     # parameter -> its gradient tensor, while kolo may touch it
         self._grad_accs = []
         self._synchronized = False
@@ -102,9 +103,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p in group["params"]:
                 if not p.requires_grad or p in self._index:
                     continue
-                self._index[p] = self._sync.register_gradient(
-                    self._parameter_names[p], mpi_ops._dtype_code(p, "DistributedOptimizer"),
-                    list(p.shape), mpi_ops._device(p) if p.is_cuda else -1)
+                # torch keeps p.grad of p's dtype, shape and device: described once here.
+                desc = (mpi_ops._dtype_code(p, "DistributedOptimizer"), list(p.shape),
+                        mpi_ops._device(p) if p.is_cuda else -1)
+                self._desc[p] = desc
+                self._index[p] = self._sync.register_gradient(self._parameter_names[p], *desc)
                 # The AccumulateGrad node of p: its hooks run once p.grad holds this pass's sum.
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._make_hook(p))
@@ -112,24 +115,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         i = self._index[p]
+        code, shape, dev = self._desc[p]
+        sync, submitted, k = self._sync, self._submitted, self.backward_passes_per_step
 
         def hook(*_):
-            if self._sync.reports(i) >= self.backward_passes_per_step:
+            # Per gradient of every backward pass: kept to the few calls it needs.
+            if sync.reports(i) >= k:
                 raise AssertionError(
                     "Gradients were computed more than backward_passes_per_step (%d) times before "
                     "call to step(). Increase backward_passes_per_step to accumulate gradients "
-                    "locally." % self.backward_passes_per_step)
-            self._ready(p, i)
+                    "locally." % k)
+            g = p.grad
+            if not g.is_contiguous():
+                raise ValueError("DistributedOptimizer: the gradient of %s is not contiguous"
+                                 % self._parameter_names[p])
+            submitted[p] = g
+            sync.gradient_ready(i, g.data_ptr(), code, shape, dev)
         return hook
-
-    def _ready(self, p, i):
-        g = p.grad
-        if not g.is_contiguous():
-            raise ValueError("DistributedOptimizer: the gradient of %s is not contiguous"
-                             % self._parameter_names[p])
-        self._submitted[p] = g
-        self._sync.gradient_ready(i, g.data_ptr(), mpi_ops._dtype_code(g, "DistributedOptimizer"),
-                                  list(g.shape), mpi_ops._device(g) if g.is_cuda else -1)
 
     # -- public ----------------------------------------------------------------------------
     def synchronize(self):

@@ -5,7 +5,7 @@ import torch
 
 from kolo import _kolo
 from kolo.torch import mpi_ops
-from kolo.torch.mpi_ops import _fetch, _name, _op_code, _register, synchronize
+from kolo.torch.mpi_ops import _blocking, _fetch, _name, _op_code, _register, synchronize
 from kolo.torch.process_sets import _set_id
 
 
@@ -63,7 +63,7 @@ def alltoall(tensor, splits=None, name=None, process_set=None, output=None):
     """Rows received from ranks 0, 1, ... end to end; with `splits` given, also the number
     of rows received from each rank (Horovod's (output, received_splits)). With `output`:
     the received rows are its first rows, and the result is output[:rows] (a view of it)."""
-    return synchronize(alltoall_async(tensor, splits, name, process_set, output))
+    return _blocking("alltoall", name, lambda n: alltoall_async(tensor, splits, n, process_set, output))
 
 
 def reducescatter_async(tensor, op=None, name=None, process_set=None, prescale_factor=1.0,
@@ -85,9 +85,11 @@ def reducescatter(tensor, op=None, name=None, compression=None, process_set=None
     """Blocking reducescatter; `compression` (Compression.fp16) sends a compressed copy."""
     if compression is not None:
         sent, ctx = compression.compress(tensor)
-        out = synchronize(reducescatter_async(sent, op, name, process_set, prescale_factor, postscale_factor))
+        out = _blocking("reducescatter", name, lambda n: reducescatter_async(sent, op, n, process_set,
+                                                                           prescale_factor, postscale_factor))
         return compression.decompress(out, ctx)
-    return synchronize(reducescatter_async(tensor, op, name, process_set, prescale_factor, postscale_factor))
+    return _blocking("reducescatter", name, lambda n: reducescatter_async(tensor, op, n, process_set,
+                                                                          prescale_factor, postscale_factor))
 
 
 def _in_place_group(tensors):
@@ -124,19 +126,19 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=None):
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
-                                                postscale_factor, process_set))
+    return _blocking("grouped_allreduce", name, lambda n: grouped_allreduce_async_(
+        tensors, average, n, op, prescale_factor, postscale_factor, process_set))
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=None):
     if compression is not None:
         packed = [compression.compress(t) for t in tensors]
-        outs = synchronize(grouped_allreduce_async([p for p, _ in packed], average, name, op,
-                                                   prescale_factor, postscale_factor, process_set))
+        outs = _blocking("grouped_allreduce", name, lambda n: grouped_allreduce_async(
+            [p for p, _ in packed], average, n, op, prescale_factor, postscale_factor, process_set))
         return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, packed)]
-    return synchronize(grouped_allreduce_async(tensors, average, name, op, prescale_factor,
-                                               postscale_factor, process_set))
+    return _blocking("grouped_allreduce", name, lambda n: grouped_allreduce_async(
+        tensors, average, n, op, prescale_factor, postscale_factor, process_set))
 
 
 def _grouped_results(h, tensors, works):
@@ -153,7 +155,7 @@ def grouped_allgather_async(tensors, name=None, process_set=None):
 
 
 def grouped_allgather(tensors, name=None, process_set=None):
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    return _blocking("grouped_allgather", name, lambda n: grouped_allgather_async(tensors, n, process_set))
 
 
 def grouped_reducescatter_async(tensors, op=None, name=None, process_set=None, prescale_factor=1.0,
@@ -169,5 +171,5 @@ def grouped_reducescatter_async(tensors, op=None, name=None, process_set=None, p
 
 def grouped_reducescatter(tensors, op=None, name=None, process_set=None, prescale_factor=1.0,
                           postscale_factor=1.0):
-    return synchronize(grouped_reducescatter_async(tensors, op, name, process_set, prescale_factor,
-                                                   postscale_factor))
+    return _blocking("grouped_reducescatter", name, lambda n: grouped_reducescatter_async(
+        tensors, op, n, process_set, prescale_factor, postscale_factor))
