@@ -1,6 +1,7 @@
 #include "floor.h"
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,16 @@ namespace kolo::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Spins until `line` holds `want`. Past a few thousand polls the peer is not running (both
+// ranks share a CPU, as they may with more ranks than CPUs): yield it the CPU, or each hop
+// would last a scheduler tick and the measurement minutes. Such a hop is slow either way;
+// the median over batches drops it.
+void await(const std::atomic<uint64_t>& line, uint64_t want) {
+  for (int polls = 0; line.load(std::memory_order_acquire) != want;) {
+    if (++polls > 4000) sched_yield();
+  }
+}
 
 // Local ranks 0 and 1 pass a counter back and forth through one cache line of an MPI shared
 // window: rank 0 writes odd values, rank 1 answers with the next even one. One round trip
@@ -39,12 +50,10 @@ double ping_pong_us(MPI_Comm local) {
       for (int i = 0; i < kTrips; ++i) {
         if (lr == 0) {
           line->store(++v, std::memory_order_release);
-          while (line->load(std::memory_order_acquire) != v + 1) {
-          }
+          await(*line, v + 1);
           ++v;
         } else {
-          while (line->load(std::memory_order_acquire) != v + 1) {
-          }
+          await(*line, v + 1);
           ++v;
           line->store(++v, std::memory_order_release);
         }

@@ -123,14 +123,10 @@ Status Coordinator::add_request(const Request& q, int rank, Clock::time_point no
     if (first) timeline_->begin(q.name, "NEGOTIATE");
     timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
   }
-  if (!set_tables_.empty() && q.group.empty()) fail_cross_set(q, rank, table);
+  if (!set_tables_.empty() && q.group.empty()) fail_cross_set(q);
   return Status::ok();
 }
 
-// Rank `rank` submitted q.name on set B (`table`) while the name is pending on another set A
-// from rank j. If j is a member of B and `rank` a member of A, neither collective can ever
-// complete: each waits for a rank that holds the name in flight on the other set (a rank
-// runs one collective per name at a time). Both fail now, on every rank that submitted them.
 Coordinator::~Coordinator() { join(); }
 
 void Coordinator::start() {

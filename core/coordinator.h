@@ -136,8 +136,9 @@ class Coordinator {
   // Process sets (core/process_set.h, docs/collectives.md). Rank 0: the table negotiating
   // set `id`, made on first use; null if the set is not registered here.
   MessageTable* table_for(int32_t id);
-  // Rank 0: fails q.name on its set and on another set where the two wait for each other.
-  void fail_cross_set(const Request& q, int rank, MessageTable* table);
+  // Rank 0, after a request for q.name: fails the name on every set of the greatest group of
+  // sets holding it pending that wait for each other (core/coordinator_sets.cc).
+  void fail_cross_set(const Request& q);
   // Rank 0: everything negotiated on every set, in one plan (global set first); remembers
   // the other sets' requests in their caches (remember_emitted: an error there in *status).
   std::vector<Response> take_ready_all(Status* status);

@@ -13,33 +13,58 @@ namespace kolo {
 
 using Clock = std::chrono::steady_clock;
 
-void Coordinator::fail_cross_set(const Request& q, int rank, MessageTable* table) {
-  const std::vector<int>* b = q.process_set == 0 ? nullptr : set_members(q.process_set);
-  const auto in = [](const std::vector<int>* set, int r) {  // nullptr: the global set
-    return set == nullptr || std::binary_search(set->begin(), set->end(), r);
+// A rank runs one collective per name at a time, so a set holding q.name pending cannot
+// complete while a rank it waits for holds the name pending on another set that cannot
+// complete. Start from every set with the name pending and drop, until nothing changes, each
+// set none of whose missing ranks holds the name pending on another set still in the group.
+// Each set left waits for a rank held by another set left, so none of them can ever complete,
+// whatever any rank submits later (the first to complete would need a rank that another one
+// still holds). Each fails now, on every rank that submitted it (docs/correctness.md,
+// finding 21). Sound as far as the tables are: a name on the fast path's board is not in
+// them, so a cycle through it is not seen (it stalls as before); nothing is failed that could
+// still complete.
+void Coordinator::fail_cross_set(const Request& q) {
+  struct Pending {
+    int32_t id;
+    MessageTable* table;
+    std::vector<int> have, missing;
   };
-  std::vector<int> ranks;
-  const auto check = [&](int32_t id, MessageTable* other) {
-    if (other == table || !other->pending_ranks(q.name, &ranks)) return;
-    const std::vector<int>* a = id == 0 ? nullptr : set_members(id);
-    if (!in(a, rank)) return;
-    std::vector<int> blocking;  // submitted on A, awaited by B
-    for (int j : ranks)
-      if (in(b, j)) blocking.push_back(j);
-    if (blocking.empty()) return;
-    auto set_text = [&](int32_t s, const std::vector<int>* m) {
-      return m == nullptr ? std::string("the global process set") : describe_process_set(s, *m);
-    };
-    const std::string why = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": submitted on " +
-                            set_text(q.process_set, b) + " by rank " + std::to_string(rank) + " but on " +
-                            set_text(id, a) + " by rank" + (blocking.size() > 1 ? "s " : " ") + join_ranks(blocking) +
-                            "; each set waits for a rank that has the name in flight on the other (a rank runs "
-                            "one collective per name at a time), so both fail. Use one name per process set";
-    other->fail_pending(q.name, why);
-    table->fail_pending(q.name, why);
+  std::vector<Pending> group;
+  const auto collect = [&](int32_t id, MessageTable* t) {
+    Pending p{id, t, {}, {}};
+    if (t->pending_ranks(q.name, &p.have, &p.missing)) group.push_back(std::move(p));
   };
-  check(0, &table_);
-  for (auto& [id, t] : set_tables_) check(id, t.get());
+  collect(0, &table_);
+  for (auto& [id, t] : set_tables_) collect(id, t.get());
+  for (bool changed = group.size() >= 2; changed;) {
+    changed = false;
+    for (size_t i = 0; i < group.size(); ++i) {
+      const auto held_elsewhere = [&](int r) {
+        for (size_t k = 0; k < group.size(); ++k)
+          if (k != i && std::binary_search(group[k].have.begin(), group[k].have.end(), r)) return true;
+        return false;
+      };
+      const std::vector<int>& m = group[i].missing;
+      if (std::any_of(m.begin(), m.end(), held_elsewhere)) continue;
+      group.erase(group.begin() + static_cast<std::ptrdiff_t>(i));
+      changed = true;
+      break;
+    }
+  }
+  if (group.size() < 2) return;
+  const auto set_text = [&](int32_t id) {
+    const std::vector<int>* m = id == 0 ? nullptr : set_members(id);
+    return m == nullptr ? std::string("the global process set") : describe_process_set(id, *m);
+  };
+  std::string why = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": submitted on ";
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Pending& p = group[i];
+    why += (i == 0 ? "" : i + 1 == group.size() ? " and on " : ", on ") + set_text(p.id) + " by rank" +
+           (p.have.size() > 1 ? "s " : " ") + join_ranks(p.have) + " (waiting for " + join_ranks(p.missing) + ")";
+  }
+  why += "; each set waits for a rank that has the name in flight on another of them (a rank runs one collective "
+         "per name at a time), so all fail. Use one name per process set";
+  for (const Pending& p : group) p.table->fail_pending(q.name, why);
 }
 
 MessageTable* Coordinator::table_for(int32_t id) {

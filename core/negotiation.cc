@@ -84,14 +84,19 @@ void MessageTable::mark_if_complete(uint32_t index, Slot& slot) {
     ready_bytes_ += static_cast<size_t>(num_elements(slot.first.shape)) * dtype_size(slot.first.dtype);
 }
 
-bool MessageTable::pending_ranks(const std::string& name, std::vector<int>* job_ranks) const {
+bool MessageTable::pending_ranks(const std::string& name, std::vector<int>* job_ranks, std::vector<int>* missing) const {
   const int64_t i = slots_.find(name);
   if (i < 0) return false;
   const Slot& slot = slots_.value(static_cast<uint32_t>(i));
   if (slot.done || !slot.first.group.empty()) return false;
   job_ranks->clear();
-  for (int r = 0; r < size_; ++r)
-    if (slot.have[r]) job_ranks->push_back(global(r));
+  if (missing) missing->clear();
+  for (int r = 0; r < size_; ++r) {
+    if (slot.have[r])
+      job_ranks->push_back(global(r));
+    else if (missing && !joined_[static_cast<size_t>(r)])
+      missing->push_back(global(r));
+  }
   return true;
 }
 

@@ -52,8 +52,9 @@ class MessageTable {
   void reset_join();
 
   // Whether `name` is pending here (submitted by some ranks, not yet complete, not a group
-  // member); if so, *job_ranks gets the job ranks that submitted it.
-  bool pending_ranks(const std::string& name, std::vector<int>* job_ranks) const;
+  // member); if so, *job_ranks gets the job ranks that submitted it, and *missing (when
+  // given) the job ranks it still waits for (neither submitted nor joined).
+  bool pending_ranks(const std::string& name, std::vector<int>* job_ranks, std::vector<int>* missing = nullptr) const;
   // Completes the pending `name` now as an error with `message`: the next take_ready returns
   // it, and the ranks that submitted it fail it (the others skip an error they lack).
   void fail_pending(const std::string& name, const std::string& message);

@@ -79,3 +79,28 @@ TEST_CASE("a waiter sees the outcome written before completion, without the mute
     completer.join();
   }
 }
+
+TEST_CASE("a sleeping waiter: wait_for times out, then wakes on completion", "[handle]") {
+  auto s = make_handle_state("sleep", OpKind::kAllreduce);
+  CHECK(sizeof(HandleState) <= 88);  // two cache lines with the shared_ptr's counts
+  CHECK_FALSE(s->wait_for(std::chrono::milliseconds(5)));  // no runtime: nobody helps, it sleeps
+  CHECK_FALSE(s->finished.load());
+  std::atomic<int> woken{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i)
+    waiters.emplace_back([&, i] {
+      if (i == 0) s->wait();
+      else if (!s->wait_for(std::chrono::minutes(10))) return;  // a hang catcher, not a timing
+      woken.fetch_add(1);
+    });
+  // Completes while some waiters may already sleep on the futex word and others not yet.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  s->nudge();  // wakes sleepers without completing: they sleep again
+  CHECK_FALSE(s->finished.load());
+  s->complete(Status::aborted("stopped"));
+  s->complete(Status::ok());  // ignored: the first call wins
+  for (auto& t : waiters) t.join();
+  CHECK(woken.load() == 3);
+  CHECK(s->status.message() == "stopped");
+  s->observed = true;
+}

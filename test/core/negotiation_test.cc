@@ -305,3 +305,22 @@ TEST_CASE("alltoall splits become the rank-by-rank matrix, or an error naming th
   CHECK(r.type == Response::Type::kError);
   CHECK(r.error == "alltoall \"t\": rank 0 gave splits [1,1] that add up to 2 rows, but its first dimension is 3");
 }
+
+TEST_CASE("pending_ranks names who submitted and who is still awaited, in job ranks", "[negotiation]") {
+  MessageTable set(7, {1, 3, 5});
+  Request q = req(3, "x", {4});
+  q.process_set = 7;
+  REQUIRE(set.add(q).is_ok());
+  std::vector<int> have, missing;
+  REQUIRE(set.pending_ranks("x", &have, &missing));
+  CHECK(have == std::vector<int>{3});
+  CHECK(missing == std::vector<int>{1, 5});
+  CHECK_FALSE(set.pending_ranks("y", &have, &missing));
+  // A joined rank is not awaited.
+  MessageTable all(3);
+  REQUIRE(all.join(2).is_ok());
+  REQUIRE(all.add(req(0, "x", {4})).is_ok());
+  REQUIRE(all.pending_ranks("x", &have, &missing));
+  CHECK(have == std::vector<int>{0});
+  CHECK(missing == std::vector<int>{1});
+}

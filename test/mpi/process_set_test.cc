@@ -211,6 +211,74 @@ TEST_CASE("process sets: one name on two sets that wait for each other fails at 
   remove_process_set(pair);
 }
 
+TEST_CASE("process sets: one name pending on three sets in a cycle fails at once on all three", "[process-sets]") {
+  // Rank 0 submits the name on {0,1}, rank 1 on {1,2}, rank 2 on {0,2}: each set waits for a
+  // rank that holds the name on the next one. No two of them wait for each other, so the
+  // pairwise check missed it and this stalled until the stall inspector (finding 21).
+  if (size() < 3) return;
+  const ProcessSet p01 = add_process_set({0, 1}), p12 = add_process_set({1, 2}), p02 = add_process_set({0, 2});
+  std::vector<float> v(4, 1.0f);
+  if (rank() <= 2) {
+    const ProcessSet& mine = rank() == 0 ? p01 : rank() == 1 ? p12 : p02;
+    const auto start = std::chrono::steady_clock::now();
+    const Handle h = allreduce_async(TensorView::of(v), "ps.cycle", {ReduceOp::kSum, 1, 1, mine});
+    const std::string e = wait_error(h, 45);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));  // not the stall inspector's 60 s
+    CHECK_THAT(e, Catch::Contains("allreduce \"ps.cycle\": submitted on"));
+    CHECK_THAT(e, Catch::Contains("process set " + std::to_string(p01.id()) + " (ranks 0,1) by rank 0"));
+    CHECK_THAT(e, Catch::Contains("process set " + std::to_string(p12.id()) + " (ranks 1,2) by rank 1"));
+    CHECK_THAT(e, Catch::Contains("process set " + std::to_string(p02.id()) + " (ranks 0,2) by rank 2"));
+    CHECK(v == std::vector<float>(4, 1.0f));  // untouched
+  }
+  // The name works again afterwards, on one set.
+  if (p01.included()) {
+    std::vector<int32_t> one(2, 1);
+    allreduce(TensorView::of(one), "ps.cycle", {ReduceOp::kSum, 1, 1, p01});
+    CHECK(one == std::vector<int32_t>(2, 2));
+  }
+  std::vector<int32_t> all(2, 1);
+  allreduce(TensorView::of(all), "ps.cycle.after", {ReduceOp::kSum});
+  CHECK(all == std::vector<int32_t>(2, size()));
+  for (const ProcessSet& s : {p01, p12, p02}) remove_process_set(s);
+}
+
+TEST_CASE("process sets: one name on several sets that do not wait in a cycle completes", "[process-sets]") {
+  // Chains, not cycles: each set ends up complete, one after the other, and none may fail.
+  // (1) Rank 0 submits on {0,1} and rank 1 on {1,2}; rank 2 comes to {1,2} only later, then
+  // rank 1 goes on to {0,1}. (2) Ranks 0 and 1 run the name on {0,1} while rank 2 already
+  // waits on {1,2}; rank 1 then joins it there.
+  if (size() < 3) return;
+  const ProcessSet p01 = add_process_set({0, 1}), p12 = add_process_set({1, 2});
+  const auto opts = [](const ProcessSet& s) { return AllreduceOptions{ReduceOp::kSum, 1, 1, s}; };
+  for (int round = 0; round < 2; ++round) {
+    const std::string name = "ps.chain." + std::to_string(round);
+    std::vector<float> a(4, 1.0f), b(4, 1.0f);
+    if (rank() == 0) {
+      allreduce(TensorView::of(a), name, opts(p01));
+      CHECK(a == std::vector<float>(4, 2.0f));
+    } else if (rank() == 1) {
+      if (round == 0) {
+        allreduce(TensorView::of(b), name, opts(p12));
+        allreduce(TensorView::of(a), name, opts(p01));
+      } else {
+        allreduce(TensorView::of(a), name, opts(p01));
+        allreduce(TensorView::of(b), name, opts(p12));
+      }
+      CHECK(a == std::vector<float>(4, 2.0f));
+      CHECK(b == std::vector<float>(4, 2.0f));
+    } else if (rank() == 2) {
+      if (round == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 waits on {1,2} first
+      allreduce(TensorView::of(b), name, opts(p12));
+      CHECK(b == std::vector<float>(4, 2.0f));
+    }
+  }
+  std::vector<int32_t> all(2, 1);
+  allreduce(TensorView::of(all), "ps.chain.after", {ReduceOp::kSum});
+  CHECK(all == std::vector<int32_t>(2, size()));
+  remove_process_set(p01);
+  remove_process_set(p12);
+}
+
 TEST_CASE("process sets: bad add/remove calls fail on every rank, nothing changes", "[process-sets]") {
   const size_t before = process_sets().size();
   // Rank 0 passes other ranks than its peers.

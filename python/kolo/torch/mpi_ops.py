@@ -10,9 +10,10 @@ Handles are ints, as in Horovod: ``synchronize(h)`` waits and returns the output
 ``HorovodInternalError``) from ``synchronize`` with kolo's message (tensor name, ranks,
 values), on every rank the failure concerns; the job goes on.
 
-Names: collectives are matched across ranks by name. ``name=None`` gives an automatic
-name ``<op>.noname.<n>``, n counting this process's unnamed calls (all kinds together) from
-0: ranks that make the same sequence of unnamed calls agree, as with Horovod.
+Names: collectives are matched across ranks by name. ``name=None`` gives an async call the
+automatic name ``<op>.noname.<n>``, n counting this process's unnamed async calls (all kinds
+together) from 0, and a blocking call ``<op>.noname.blocking`` (see _blocking): ranks that
+make the same sequence of unnamed calls agree, as with Horovod.
 """
 import itertools
 import threading
