@@ -377,6 +377,10 @@ Status Coordinator::root_cycle(bool* activity) {
     if (tuner_) tune_after(list);
     *activity = true;
     if (shutdown) {
+      // Rank 0 runs no board round from here on: leaving now lets a peer stuck in an open
+      // round see it (fast_resolve: peer_left), give up the board and read the shutdown list,
+      // instead of waiting out the acknowledgements' 10 s bound (then stop()'s leave()).
+      if (board_) board_->leave();
       root_drain_acks();
       stop(Status::aborted(reason));
       return Status::ok();
