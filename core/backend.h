@@ -107,4 +107,11 @@ class Backend {
 // Implemented in ops/mpi_backend.cc: initialises MPI if needed and builds the backend.
 Status create_mpi_backend(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out);
 
+// Implemented in ops/gloo_backend.cc (KOLO_BACKEND=gloo, docs/gloo.md): meets the job's other
+// ranks through the Redis store under "kolo/<job>/<generation>/" and builds the backend over
+// Gloo's TCP transport; no MPI call. Holds no process-wide state: a backend may be finalized
+// and another created in the same process (the next generation). In a build without Gloo it
+// returns an error saying so.
+Status create_gloo_backend(const Config& config, std::unique_ptr<Backend>* out);
+
 }  // namespace kolo

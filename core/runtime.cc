@@ -408,7 +408,11 @@ void init(int* argc, char*** argv) {
     throw Error(Status::invalid_argument("kolo::init() after kolo::shutdown(): MPI cannot be initialised twice"));
   auto rt = std::make_unique<Runtime>();
   throw_if_error(Config::from_env(&rt->config));
-  throw_if_error(create_mpi_backend(rt->config, argc, argv, &rt->backend));
+  // The transport (KOLO_BACKEND): MPI unless Gloo was asked for (docs/gloo.md).
+  if (rt->config.transport == TransportKind::kGloo)
+    throw_if_error(create_gloo_backend(rt->config, &rt->backend));
+  else
+    throw_if_error(create_mpi_backend(rt->config, argc, argv, &rt->backend));
   rt->topo = rt->backend->topology();
   set_log_context(rt->config.log_level, rt->topo.rank);
   if (rt->config.verbose) print_verbose_report(*rt);

@@ -1,0 +1,23 @@
+#include "ops/gloo_common.h"
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+
+namespace kolo::ops {
+
+Status connect_gloo_context(gloo::rendezvous::Store& store, const std::string& prefix, int rank, int size,
+                            const std::shared_ptr<gloo::transport::Device>& device,
+                            std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context>* out) {
+  return gloo_call("connecting Gloo context \"" + prefix + "\" (rank " + std::to_string(rank) + " of " +
+                       std::to_string(size) + ")",
+                   [&] {
+                     gloo::rendezvous::PrefixStore scoped(prefix, store);
+                     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+                     context->setTimeout(timeout);
+                     std::shared_ptr<gloo::transport::Device> dev = device;
+                     context->connectFullMesh(scoped, dev);
+                     *out = std::move(context);
+                   });
+}
+
+}  // namespace kolo::ops
