@@ -30,6 +30,12 @@ int64_t steady_ns(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
+// The fast path's board: on one host with the response cache (null: no fast path).
+void* board_memory(const Config& config, Backend& backend, const Topology& topo) {
+  if (!config.fast_path || topo.size <= 1 || config.cache_capacity == 0) return nullptr;
+  return backend.fast_board_memory();
+}
+
 }  // namespace
 
 Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& queue, Timeline* timeline,
@@ -44,18 +50,11 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       table_(topo_.size),
       cache_(config.cache_capacity),
       fusion_threshold_(config.fusion_threshold_bytes),
-      max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)) {
-  if (config.fast_path && topo_.size > 1 && config.cache_capacity > 0)
-    if (void* memory = backend_.fast_board_memory())
-      board_ = std::make_unique<FastBoard>(memory, topo_.local_rank, topo_.size, config.cache_capacity);
-  helps_ = board_ != nullptr && config.wait_helps;
+      max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)),
+      fast_(board_memory(config, backend, topo_), topo_, config, cache_,
+            [this](const Request& q, Clock::time_point now) { demote_to_table(q, now); }) {
+  helps_ = fast_.on() && config.wait_helps;
   queue_.note_push_times(helps_ && config.burst_defer && config.burst_hold_us > 0);  // defer_burst's
-  // A tensor held on the board longer than this goes to rank 0, whose stall inspector
-  // then reports the ranks that never submitted it.
-  double hold_s = 1.0;
-  if (config.stall_check_seconds > 0) hold_s = std::min(hold_s, config.stall_check_seconds / 2);
-  if (config.stall_shutdown_seconds > 0) hold_s = std::min(hold_s, config.stall_shutdown_seconds / 2);
-  fast_max_hold_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hold_s));
   if (timeline_)
     for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
   if (config.autotune && topo_.rank == 0) {
@@ -164,7 +163,7 @@ void Coordinator::join() {
 }
 
 void Coordinator::stop(const Status& reason) {
-  if (board_) board_->leave();
+  fast_.leave();
   queue_.close(reason);
   running_ = false;
 }
@@ -258,13 +257,13 @@ Status Coordinator::root_cycle(bool* activity) {
   auto now = pass_start_;
   const bool my_join = queue_.take_join();  // before the requests pushed ahead of it
   const size_t mine = queue_.take_requests(&requests_, &request_slots_);
-  if (my_join) fast_pause(), fast_pause_out_ = board_ != nullptr;  // what it holds goes to the table first
+  if (my_join) fast_.pause_everyone();  // what it holds goes to the table first
   for (size_t i = 0; i < mine; ++i) {
-    Request& q = requests_[i];  // fast_hold swaps a held one out
+    Request& q = requests_[i];  // fast_.hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q, request_slots_[i], now)) continue;
+    if (fast_.hold(q, request_slots_[i], now)) continue;
     KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
-    fast_note_table(q);
+    fast_.note_table(q);
   }
   if (my_join) {
     KOLO_RETURN_IF_ERROR(table_.join(0));
@@ -303,7 +302,7 @@ Status Coordinator::root_cycle(bool* activity) {
         std::memory_order_relaxed);
     for (const Request& q : list.requests) {
       KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
-      fast_note_table(q);
+      fast_.note_table(q);
     }
     for (uint32_t id : list.cached) {
       const Request* known = cache_.get(id);
@@ -311,12 +310,12 @@ Status Coordinator::root_cycle(bool* activity) {
         return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
                                 std::to_string(id) + ", which rank 0 does not have");
       KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
-      fast_note_table(*known);
+      fast_.note_table(*known);
     }
     if (!list.set_cached.empty()) KOLO_RETURN_IF_ERROR(add_set_cached(list.set_cached, source, now));
     if (list.join) {
       KOLO_RETURN_IF_ERROR(table_.join(source));
-      fast_pause(), fast_pause_out_ = board_ != nullptr;
+      fast_.pause_everyone();
     }
     if (list.shutdown && !shutdown) {
       shutdown = true;
@@ -329,7 +328,7 @@ Status Coordinator::root_cycle(bool* activity) {
   // While this rank's round is open it must not start a list (a peer may be about to run
   // what the round agrees).
   KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
-  if (board_ && board_->open()) {
+  if (fast_.open()) {
     size_t in_flight = 0;
     return backend_.channel().progress(&in_flight);
   }
@@ -351,12 +350,10 @@ Status Coordinator::root_cycle(bool* activity) {
   // Every rank has joined: the names still pending are complete (taken above, as nothing is
   // held then), and this list ends everyone's join().
   const bool join_done = table_.all_joined();
-  if (!ready.empty() || shutdown || pending_params_ || join_done || !fast_demote_out_.empty() || fast_pause_out_) {
+  if (!ready.empty() || shutdown || pending_params_ || join_done || fast_.has_news()) {
     ResponseList list;
     list.responses = std::move(ready);
-    list.fast_demote.swap(fast_demote_out_);
-    list.fast_pause = fast_pause_out_;
-    fast_pause_out_ = false;
+    fast_.put_news(&list);
     if (join_done) {
       list.join_done = true;
       list.last_joined = table_.last_joined();
@@ -380,7 +377,7 @@ Status Coordinator::root_cycle(bool* activity) {
       // Rank 0 runs no board round from here on: leaving now lets a peer stuck in an open
       // round see it (fast_resolve: peer_left), give up the board and read the shutdown list,
       // instead of waiting out the acknowledgements' 10 s bound (then stop()'s leave()).
-      if (board_) board_->leave();
+      fast_.leave();
       root_drain_acks();
       stop(Status::aborted(reason));
       return Status::ok();
@@ -416,17 +413,16 @@ Status Coordinator::shutdown_instead(const Status& dead) {
 Status Coordinator::worker_cycle(bool* activity) {
   RequestList out;
   out.join = queue_.take_join();  // before the requests pushed ahead of it
-  if (out.join) fast_pause();     // what it holds travels ahead of the join
+  if (out.join) fast_.pause();    // what it holds travels ahead of the join
   // Requests held for the board and then sent to rank 0 instead go first: they were
   // submitted before the new ones.
-  out.requests.swap(fast_to_root_.requests);
-  out.cached.swap(fast_to_root_.cached);
+  fast_.take_for_root(&out);
   const size_t mine = queue_.take_requests(&requests_, &request_slots_);
   const auto now = pass_start_;  // one reading per batch (the pass's)
   for (size_t i = 0; i < mine; ++i) {
-    Request& q = requests_[i];  // fast_hold swaps a held one out
+    Request& q = requests_[i];  // fast_.hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q, request_slots_[i], now)) continue;
+    if (fast_.hold(q, request_slots_[i], now)) continue;
     add_for_root(q, &out);
   }
   if (shutdown_requested_ && !shutdown_sent_) {
@@ -445,7 +441,7 @@ Status Coordinator::worker_cycle(bool* activity) {
     size_t sending = 0;
     return backend_.channel().progress(&sending);
   }
-  for (; !(board_ && board_->open());) {
+  while (!fast_.open()) {
     std::vector<uint8_t> bytes;
     bool got = false;
     KOLO_RETURN_IF_ERROR(backend_.channel().poll_from_root(&bytes, &got));
@@ -566,7 +562,7 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
 }
 
 Status Coordinator::execute_list(const ResponseList& list) {
-  ++lists_started_;  // what this rank's records on the fast path's board say
+  fast_.list_started();  // what this rank's records on the fast path's board say
   const auto& rs = list.responses;
   // The rendezvous is global (every rank): only lists with a global-set collective make it,
   // so that sets of other ranks never wait for each other here; the members of a set meet
@@ -597,14 +593,7 @@ Status Coordinator::execute_list(const ResponseList& list) {
     }
     execute_one(rs[i], std::move(taken));
   }
-  // The list's demotions first, then: a name sent to rank 0 instead of the board may use the
-  // board again once it has run — also when this list both demotes and runs it (the usual
-  // case: rank 0 demotes a name as the request that completes it arrives; nobody can hold
-  // a name on the board while it is in flight through the table).
-  fast_after_list(list);
-  if (!fast_demoted_.empty())
-    for (const Response& r : rs)
-      for (const std::string& n : r.names) fast_demoted_.erase(n);
+  fast_.after_list(list);  // its demotions and pause; its names may use the board again
   // After the responses: a joined rank's join() returns once the last collectives it took
   // part in are done.
   if (list.join_done) queue_.complete_join(Status::ok(), list.last_joined);
@@ -751,8 +740,8 @@ RuntimeStats Coordinator::stats() const {
   st.peer_requests_full = peer_requests_full_.load();
   st.peer_set_requests_cached = peer_set_requests_cached_.load();
   st.peer_set_requests_full = peer_set_requests_full_.load();
-  st.fast_collectives = fast_collectives_.load();
-  st.fast_rounds = fast_rounds_.load();
+  st.fast_collectives = fast_.collectives();
+  st.fast_rounds = fast_.rounds();
   st.helped_passes = helped_passes_.load();
   return st;
 }

@@ -30,7 +30,7 @@
 #include "core/autotune.h"
 #include "core/backend.h"
 #include "core/config.h"
-#include "core/fast_board.h"
+#include "core/fast_path.h"
 #include "core/negotiation.h"
 #include "core/process_set.h"
 #include "core/response_cache.h"
@@ -130,6 +130,8 @@ class Coordinator {
   // This rank stops on an error of its own (`why`, no dead peer behind it): every peer is
   // told (core/liveness.h, announce_stop); returns the error this rank's handles get.
   Status announce_stop(const Status& why);
+  // Rank 0: a request it held for the board goes into the table instead (FastPath's demotions).
+  void demote_to_table(const Request& q, std::chrono::steady_clock::time_point now);
   // Test hook (KOLO_TEST_FAULT_RANK): an internal error for "kolo.test.fault" on that rank.
   Status test_fault(const Request& q) const;
   Status add_request(const Request& q, int rank, std::chrono::steady_clock::time_point now);
@@ -162,39 +164,20 @@ class Coordinator {
   void tune_record(uint64_t allreduced_bytes);  // one list's or one fast round's
   void apply_params(const ResponseList& list);
 
-  // The fast path (core/coordinator_fast.cc, core/fast_board.h, docs/runtime.md).
-  // Holds `q` (its name in queue slot `slot`, taken from the queue at `now`) for the board
-  // if it can go that way (an allreduce negotiated before); else returns false and the
-  // caller sends it to rank 0. A held `q` is swapped out: it keeps a spare buffer's contents.
-  bool fast_hold(Request& q, uint32_t slot, std::chrono::steady_clock::time_point now);
-  // One pass: resolves this rank's open round (running what it agreed); then, if `offer`
-  // and no round is open, joins a peer's round or opens one for new requests. Never
-  // blocks. The loop offers after it has run the lists it has (a rank that is behind in
-  // lists would only make the round void).
+  // The fast path's rounds, run by the coordinator (core/coordinator_fast.cc; the fast
+  // path's own state and decisions: core/fast_path.h). fast_step: resolves this rank's open
+  // round (running what it agreed); then, if `offer` and no round is open, joins a peer's
+  // round or opens one for new requests. Never blocks. The loop offers after it has run the
+  // lists it has (a rank that is behind in lists would only make the round void).
   Status fast_step(bool* activity, bool offer = true);
   // From inside a rendezvous: joins a peer's round with nothing to offer, so that no peer
   // waits on this rank while it waits on them.
   Status fast_answer_board();
-  // Sends held requests to rank 0 instead (those for which `pick` is true).
-  template <typename Pick>
-  void fast_demote(Pick pick);
-  // A join began: everything held goes to rank 0, and so does everything new until the
-  // join ends.
-  void fast_pause();
-  // After executing a response list: its demotions, pause, and the end of a join.
-  void fast_after_list(const ResponseList& list);
-  // Rank 0: `q` entered the table; if peers may be holding its name on the board, they
-  // must send it here instead (and so must rank 0).
-  void fast_note_table(const Request& q);
-  Status fast_publish();
-  Status fast_resolve(bool* activity);
   // A pass's first step on the board: fast_step, offering new held tensors at once. *ran:
   // a round ran and the pass may end here (never two passes in a row).
   Status fast_early(bool* activity, bool* ran);
-  Status fast_execute(const std::vector<uint32_t>& agreed);
-  // take(r) for a response of fast_execute's plan, by the held tensors' queue slots where
-  // the plan keeps fast_run_'s order (`*next`: the first of fast_run_ not taken yet).
-  Status take_held(const Response& r, size_t* next);
+  // Resolves the open round and runs the collectives it agreed on.
+  Status fast_resolve(bool* activity);
 
   // Constant after construction.
   const Config config_;
@@ -235,37 +218,8 @@ class Coordinator {
   std::chrono::steady_clock::time_point last_record_;
   std::ofstream autotune_log_;
 
-  // The fast path; coordinator thread only.
-  struct FastHeld {
-    Request request;
-    uint32_t id = 0;  // response-cache id, valid while fast_ids_lists_ == lists_started_
-    std::chrono::steady_clock::time_point since;
-    uint32_t slot = 0;  // the name's queue slot (TensorQueue::take_slots)
-  };
-  std::unique_ptr<FastBoard> board_;  // null: no fast path here
-  std::vector<FastHeld> fast_;        // this rank's requests held for the board
-  uint64_t lists_started_ = 0;        // response lists this rank has begun to execute
-  uint64_t fast_ids_lists_ = 0;       // lists_started_ when fast_'s ids were last looked up
-  uint64_t fast_published_lists_ = ~uint64_t{0};  // lists_started_ at the last publish
-  bool fast_dirty_ = false;           // fast_ grew since the last publish
-  bool fast_paused_ = false;          // a join is in progress: everything goes to rank 0
-  bool fast_skipped_ = false;         // the last pass ended after a round (fast_early)
-  std::set<std::string> fast_demoted_;  // names that go to rank 0 until they next execute
-  std::vector<std::string> fast_demote_out_;  // rank 0: names to demote in the next list
-  bool fast_pause_out_ = false;               // rank 0: pause everyone in the next list
-  RequestList fast_to_root_;                  // a worker's demoted requests, to send
-  std::chrono::steady_clock::time_point round_opened_, last_age_scan_;
-  bool round_warned_ = false;  // the open round's slow peer was reported (once per round)
-  std::chrono::steady_clock::duration fast_max_hold_;  // held longer: demoted (stall inspector)
-  std::vector<uint32_t> fast_ids_, fast_agreed_;       // scratch
-  std::vector<FastHeld> fast_run_;                      // scratch: a round's tensors
-  std::vector<FastHeld> fast_spare_;  // executed ones, whose buffers fast_hold reuses
-  std::vector<Response> fast_plan_;   // scratch: a common round's plan (plan_uniform_allreduces)
-  std::vector<uint32_t> fast_slots_, fast_hints_;       // scratch: one collective's
-  // By queue slot: the cache id its name had last (a hint: a recycled slot's is checked).
-  std::vector<uint32_t> slot_cache_hint_;
-  std::atomic<uint64_t> fast_collectives_{0}, fast_rounds_{0};
-
+  // The fast path (core/fast_path.h); coordinator thread only, but for its counters.
+  FastPath fast_;
 
   // Written by the coordinator thread, read by stats() from any thread.
   std::atomic<uint64_t> active_cycles_{0}, collectives_{0}, tensors_{0};

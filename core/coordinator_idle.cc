@@ -102,7 +102,7 @@ bool Coordinator::defer_burst() {
 // board) and `done` for a moment, then gives the core away.
 void Coordinator::poll_then_yield(const std::atomic<bool>* done) {
   const auto quiet = [&] {
-    return !queue_.maybe_work() && !(board_ && board_->needs_attention()) &&
+    return !queue_.maybe_work() && !fast_.needs_attention() &&
            !(done && done->load(std::memory_order_relaxed));
   };
   if (!crowded_) {
