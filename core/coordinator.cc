@@ -1,6 +1,6 @@
 // The coordinator loop (see core/coordinator.h and docs/runtime.md for the protocol). A
 // waiting thread's share of it (help()): core/coordinator_help.cc; what the loop does when
-// idle: core/coordinator_idle.cc.
+// idle: core/idle_policy.h.
 #include "core/coordinator.h"
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 
 #include "core/burst_hold.h"
 #include "core/fusion.h"
-#include "core/host_info.h"
 #include "core/join.h"
 #include "core/liveness.h"
 #include "core/logging.h"
@@ -26,10 +25,6 @@ using std::chrono::microseconds;
 // Bound on every wait during shutdown.
 constexpr auto kShutdownBound = std::chrono::seconds(10);
 
-int64_t steady_ns(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
 // The fast path's board: on one host with the response cache (null: no fast path).
 void* board_memory(const Config& config, Backend& backend, const Topology& topo) {
   if (!config.fast_path || topo.size <= 1 || config.cache_capacity == 0) return nullptr;
@@ -44,17 +39,14 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       backend_(backend),
       queue_(queue),
       topo_(backend.topology()),
-      crowded_(topo_.local_size > cpus_for_ranks()),
       timeline_(timeline && timeline->enabled() ? timeline : nullptr),
       sets_(sets),
       table_(topo_.size),
       cache_(config.cache_capacity),
       fusion_threshold_(config.fusion_threshold_bytes),
-      max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)),
       fast_(board_memory(config, backend, topo_), topo_, config, cache_,
-            [this](const Request& q, Clock::time_point now) { demote_to_table(q, now); }) {
-  helps_ = fast_.on() && config.wait_helps;
-  queue_.note_push_times(helps_ && config.burst_defer && config.burst_hold_us > 0);  // defer_burst's
+            [this](const Request& q, Clock::time_point now) { demote_to_table(q, now); }),
+      idle_(config, queue, fast_, topo_.size, topo_.local_size, fast_.on() && config.wait_helps) {
   if (timeline_)
     for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
   if (config.autotune && topo_.rank == 0) {
@@ -97,7 +89,7 @@ void Coordinator::tune_record(uint64_t bytes) {
 void Coordinator::apply_params(const ResponseList& list) {
   if (!list.has_params) return;
   fusion_threshold_ = static_cast<size_t>(list.fusion_threshold_bytes);
-  max_sleep_us_ = std::max<int64_t>(1, static_cast<int64_t>(list.cycle_time_ms * 1000.0));
+  idle_.set_max_sleep(microseconds(std::max<int64_t>(1, static_cast<int64_t>(list.cycle_time_ms * 1000.0))));
   for (Executor* e : backend_.executors()) e->set_cpu_chunk_bytes(static_cast<size_t>(list.cpu_chunk_bytes));
 }
 
@@ -131,9 +123,8 @@ Coordinator::~Coordinator() { join(); }
 void Coordinator::start() {
   running_ = true;
   last_stall_check_ = Clock::now();
-  last_activity_ns_ = steady_ns(Clock::now());
   thread_ = std::thread([this] { loop(); });
-  if (helps_) detail::attach_wait_helper(this);
+  if (idle_.helps()) detail::attach_wait_helper(this);
 }
 
 namespace {
@@ -149,7 +140,7 @@ void Coordinator::request_shutdown(const std::string& reason) {
   }
   shutdown_requested_ = true;
   queue_.notify();
-  if (helps_) wake_nap();
+  if (idle_.helps()) idle_.wake_nap();
 }
 
 std::string Coordinator::take_reason() {
@@ -159,7 +150,7 @@ std::string Coordinator::take_reason() {
 
 void Coordinator::join() {
   if (thread_.joinable()) thread_.join();
-  if (helps_) detail::detach_wait_helper();
+  if (idle_.helps()) detail::detach_wait_helper();
 }
 
 void Coordinator::stop(const Status& reason) {
@@ -224,25 +215,24 @@ bool Coordinator::pass(bool* activity) {
     const int64_t exec_after =
         execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
     coordination_ns_.fetch_add(cycle_ns - (exec_after - exec_before), std::memory_order_relaxed);
-    last_activity_ns_.store(steady_ns(now), std::memory_order_relaxed);
-    note_pass(steady_ns(now), cycle_ns);
+    idle_.note_activity(now, std::chrono::nanoseconds(cycle_ns));
   }
   return true;
 }
 
 void Coordinator::loop() {
   while (running_) {
-    if (nap_for_helpers()) continue;  // core/coordinator_idle.cc
-    std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
+    if (idle_.nap_for_helpers()) continue;
+    std::unique_lock<std::mutex> lock(idle_.engine(), std::try_to_lock);
     if (!lock.owns_lock()) continue;  // a helper is inside a pass: it counted itself in first
     bool activity = false;
     if (!pass(&activity)) break;
     lock.unlock();
     if (activity) {
-      helped_last_.store(false, std::memory_order_relaxed);
+      idle_.note_loop_activity();
       continue;
     }
-    idle_wait();
+    idle_.idle_wait();
   }
   // A signal kolo intercepted ends the process as the signal would have, now that every
   // peer has been told why.
@@ -742,7 +732,7 @@ RuntimeStats Coordinator::stats() const {
   st.peer_set_requests_full = peer_set_requests_full_.load();
   st.fast_collectives = fast_.collectives();
   st.fast_rounds = fast_.rounds();
-  st.helped_passes = helped_passes_.load();
+  st.helped_passes = idle_.helped_passes();
   return st;
 }
 

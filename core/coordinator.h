@@ -31,6 +31,7 @@
 #include "core/backend.h"
 #include "core/config.h"
 #include "core/fast_path.h"
+#include "core/idle_policy.h"
 #include "core/negotiation.h"
 #include "core/process_set.h"
 #include "core/response_cache.h"
@@ -57,7 +58,7 @@ class Coordinator {
   bool running() const { return running_.load(); }
   // Whether a thread waiting on a handle runs the passes itself (help() below): then a
   // push by a thread about to wait need not wake the loop.
-  bool waiters_help() const { return helps_; }
+  bool waiters_help() const { return idle_.helps(); }
   RuntimeStats stats() const;
   // Runs passes on the calling thread until `done`, the coordinator stops, or nothing
   // happens for the spin window; returns at once where waiters may not help (several
@@ -69,37 +70,9 @@ class Coordinator {
 
  private:
   void loop();
-  // One pass (REQUIRES: engine_mu_ held): a cycle, the dead-peer check, the statistics.
+  // One pass (REQUIRES: the engine lock, idle_.engine()): a cycle, the dead-peer check, the statistics.
   // Sets *activity when anything happened; false once the coordinator has stopped.
   bool pass(bool* activity);
-
-  // The idle policy (core/coordinator_idle.cc): what the loop thread does when it has no
-  // pass to run, so that it neither delays a peer nor takes a core from a waiting thread.
-  // Before a pass: naps (woken by wake_nap) while a waiter runs the passes or a burst is
-  // still being submitted (defer_burst); returns whether it napped, and the loop then
-  // starts over instead of running a pass.
-  bool nap_for_helpers();
-  // After a pass with no activity: one wait, by what ran last and how long ago (sleeps on
-  // the queue after helped passes, polls within kSpinWindow, then sleeps in growing steps
-  // up to KOLO_CYCLE_TIME; a single rank only sleeps on its queue).
-  void idle_wait();
-  // The loop, with KOLO_BURST_DEFER=1 where waiters help: whether to leave the requests in
-  // the queue for now because this rank is still submitting a burst (a request arrived less
-  // than KOLO_BURST_HOLD_MICROSECONDS ago) and no thread waits yet. The thread that submits
-  // the burst will wait for it and take it whole (core/wait_help.h): one board round and
-  // one fused collective, and no coordinator thread competing with the submitting thread
-  // for the cores. Bounded: kDeferBursts gaps at most, then the loop takes what is there.
-  bool defer_burst();
-  static constexpr int kDeferBursts = 20;
-  // The idle loop's short wait (and a helper's): polls the queue, the board and `done`
-  // (null: none) for ~2 µs (not at all where crowded_), then yields.
-  void poll_then_yield(const std::atomic<bool>* done);
-  // Ends the loop's nap, or its sleep on the queue, at once.
-  void wake_nap();
-  // How long a rank keeps spinning after the last activity before it starts to sleep (and
-  // a helper before it leaves): long enough to catch a peer's answer to what it just sent,
-  // short enough to leave the core to training threads.
-  static constexpr std::chrono::microseconds kSpinWindow{200};
 
   // One pass; sets *activity when anything happened. An error is fatal for the runtime.
   Status root_cycle(bool* activity);
@@ -184,9 +157,6 @@ class Coordinator {
   Backend& backend_;
   TensorQueue& queue_;
   const Topology topo_;
-  // This host's ranks outnumber its CPUs: a poll gives the core away at once (the peer it
-  // waits for may need it) instead of spinning first (poll_then_yield).
-  const bool crowded_;
   Timeline* const timeline_;
   ProcessSetRegistry* const sets_;
 
@@ -212,7 +182,6 @@ class Coordinator {
   std::chrono::steady_clock::time_point hold_start_;    // rank 0: when the current hold began
   bool holding_ = false;
   size_t fusion_threshold_;                       // rank 0 decides fusion; autotune may change it
-  std::atomic<int64_t> max_sleep_us_;             // longest idle sleep (KOLO_CYCLE_TIME)
   std::unique_ptr<Autotuner> tuner_;              // rank 0 with KOLO_AUTOTUNE=1
   std::optional<AutotuneParams> pending_params_;  // rank 0: to carry on the next list
   std::chrono::steady_clock::time_point last_record_;
@@ -227,27 +196,10 @@ class Coordinator {
   std::atomic<uint64_t> peer_set_requests_cached_{0}, peer_set_requests_full_{0};
   std::atomic<int64_t> coordination_ns_{0}, execution_ns_{0}, rendezvous_ns_{0};
 
-  // Waiters helping (core/wait_help.h).
-  bool helps_ = false;               // constant after construction
-  std::mutex engine_mu_;             // held for every pass, by the loop or a helper
-  std::atomic<int> helpers_{0};      // threads inside help(): the loop naps meanwhile
-  int64_t defer_since_ns_ = 0;       // loop thread: when defer_burst began deferring (0: not)
-  std::atomic<uint64_t> helped_passes_{0};  // passes with activity run inside help()
-  // The last pass with activity ran inside help() and its helper left nothing pending:
-  // waiters carry the work, so the idle loop sleeps (woken by a push no waiter takes)
-  // instead of spinning beside them.
-  std::atomic<bool> helped_last_{false};
-  std::atomic<int64_t> last_activity_ns_{0};  // steady clock of the last pass with activity
-  // Under engine_mu_: the clock at the current pass's start and at the last pass's end (pass()).
+  // Under the engine lock: the clock at the current pass's start and at the last pass's end.
   std::chrono::steady_clock::time_point pass_start_{}, pass_end_{};
-  // The longest recent pass with activity, halved for every second since it ran (written
-  // under engine_mu_, read by helpers with a deadline): what a bounded helper must leave.
-  std::atomic<int64_t> long_pass_ns_{0}, long_pass_at_ns_{0};
-  void note_pass(int64_t now_ns, int64_t took_ns);
-  std::chrono::nanoseconds expected_pass(int64_t now_ns) const;
-  std::mutex nap_mu_;                // the loop's nap while helpers run
-  std::condition_variable nap_cv_;
-  bool nap_wake_ = false;            // guarded by nap_mu_
+  // Who runs the passes, and what the loop does between them (core/idle_policy.h).
+  IdlePolicy idle_;
 
   std::atomic<bool> shutdown_requested_{false};
   std::mutex reason_mu_;
