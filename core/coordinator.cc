@@ -40,9 +40,9 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       queue_(queue),
       topo_(backend.topology()),
       timeline_(timeline && timeline->enabled() ? timeline : nullptr),
-      sets_(sets),
       table_(topo_.size),
       cache_(config.cache_capacity),
+      sets_(sets, backend, topo_.rank, config.cache_capacity, table_),
       fusion_threshold_(config.fusion_threshold_bytes),
       fast_(board_memory(config, backend, topo_), topo_, config, cache_,
             [this](const Request& q, Clock::time_point now) { demote_to_table(q, now); }),
@@ -94,18 +94,9 @@ void Coordinator::apply_params(const ResponseList& list) {
 }
 
 Status Coordinator::add_request(const Request& q, int rank, Clock::time_point now) {
-  MessageTable* table = table_for(q.process_set);
+  MessageTable* table = sets_.table_for(q.process_set);
   if (table == nullptr) {
-    // The submitting rank had the set registered; rank 0 no longer (or not yet) has: it
-    // fails on the ranks that submitted it (the others skip an error on a set they lack).
-    Response e;
-    e.type = Response::Type::kError;
-    e.names = {q.name};
-    e.process_set = q.process_set;
-    e.error = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": process set " +
-              std::to_string(q.process_set) + " is not registered on rank 0 (it was removed, or its "
-              "kolo::add_process_set has not completed on every rank)";
-    orphans_.push_back(std::move(e));
+    sets_.add_orphan(q);
     return Status::ok();
   }
   bool first = false;
@@ -114,7 +105,7 @@ Status Coordinator::add_request(const Request& q, int rank, Clock::time_point no
     if (first) timeline_->begin(q.name, "NEGOTIATE");
     timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
   }
-  if (!set_tables_.empty() && q.group.empty()) fail_cross_set(q);
+  if (sets_.any_tables() && q.group.empty()) sets_.fail_cross_set(q);
   return Status::ok();
 }
 
@@ -284,35 +275,7 @@ Status Coordinator::root_cycle(bool* activity) {
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
     now = Clock::now();
     last_arrival_ = now;
-    peer_requests_full_.fetch_add(list.requests.size(), std::memory_order_relaxed);
-    peer_requests_cached_.fetch_add(list.cached.size() + list.set_cached.size(), std::memory_order_relaxed);
-    peer_set_requests_cached_.fetch_add(list.set_cached.size(), std::memory_order_relaxed);
-    peer_set_requests_full_.fetch_add(
-        std::count_if(list.requests.begin(), list.requests.end(), [](const Request& q) { return q.process_set != 0; }),
-        std::memory_order_relaxed);
-    for (const Request& q : list.requests) {
-      KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
-      fast_.note_table(q);
-    }
-    for (uint32_t id : list.cached) {
-      const Request* known = cache_.get(id);
-      if (!known || known->kind == OpKind::kAlltoall)  // alltoall travels in full (find_for_root)
-        return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
-                                std::to_string(id) + ", which rank 0 does not have");
-      KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
-      fast_.note_table(*known);
-    }
-    if (!list.set_cached.empty()) KOLO_RETURN_IF_ERROR(add_set_cached(list.set_cached, source, now));
-    if (list.join) {
-      KOLO_RETURN_IF_ERROR(table_.join(source));
-      fast_.pause_everyone();
-    }
-    if (list.shutdown && !shutdown) {
-      shutdown = true;
-      reason = !list.shutdown_reason.empty()
-                   ? list.shutdown_reason
-                   : "kolo was shut down by rank " + std::to_string(source) + " while this collective was pending";
-    }
+    KOLO_RETURN_IF_ERROR(add_peer_list(list, source, now, &shutdown, &reason));
   }
   check_stalls(&shutdown, &reason);
   // While this rank's round is open it must not start a list (a peer may be about to run
@@ -326,7 +289,7 @@ Status Coordinator::root_cycle(bool* activity) {
   std::vector<Response> ready;
   if (!hold_burst(shutdown)) {
     Status remembered;
-    ready = take_ready_all(&remembered);
+    ready = sets_.take_ready_all(fusion_threshold_, cache_.enabled(), &remembered);
     KOLO_RETURN_IF_ERROR(remembered);
   }
   if (timeline_ && !ready.empty()) {
@@ -413,7 +376,7 @@ Status Coordinator::worker_cycle(bool* activity) {
     Request& q = requests_[i];  // fast_.hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
     if (fast_.hold(q, request_slots_[i], now)) continue;
-    add_for_root(q, &out);
+    sets_.add_for_root(q, cache_, &out);
   }
   if (shutdown_requested_ && !shutdown_sent_) {
     out.shutdown = true;
@@ -460,6 +423,47 @@ Status Coordinator::worker_cycle(bool* activity) {
   KOLO_RETURN_IF_ERROR(fast_step(activity));
   size_t in_flight = 0;
   return backend_.channel().progress(&in_flight);
+}
+
+Status Coordinator::add_peer_list(const RequestList& list, int source, Clock::time_point now, bool* shutdown,
+                                  std::string* reason) {
+  peer_requests_full_.fetch_add(list.requests.size(), std::memory_order_relaxed);
+  peer_requests_cached_.fetch_add(list.cached.size() + list.set_cached.size(), std::memory_order_relaxed);
+  peer_set_requests_cached_.fetch_add(list.set_cached.size(), std::memory_order_relaxed);
+  peer_set_requests_full_.fetch_add(
+      std::count_if(list.requests.begin(), list.requests.end(), [](const Request& q) { return q.process_set != 0; }),
+      std::memory_order_relaxed);
+  for (const Request& q : list.requests) {
+    KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
+    fast_.note_table(q);
+  }
+  for (uint32_t id : list.cached) {
+    const Request* known = cache_.get(id);
+    if (!known || known->kind == OpKind::kAlltoall)  // alltoall travels in full (find_for_root)
+      return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
+                              std::to_string(id) + ", which rank 0 does not have");
+    KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
+    fast_.note_table(*known);
+  }
+  for (const CachedInSet& c : list.set_cached) {
+    const Request* known = sets_.cached(c);
+    if (!known)  // or an alltoall, which travels in full (find_for_root)
+      return Status::internal("rank " + std::to_string(source) + " named entry " + std::to_string(c.id) +
+                              " of process set " + std::to_string(c.process_set) +
+                              "'s response cache, which rank 0 does not have");
+    KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
+  }
+  if (list.join) {
+    KOLO_RETURN_IF_ERROR(table_.join(source));
+    fast_.pause_everyone();
+  }
+  if (list.shutdown && !*shutdown) {
+    *shutdown = true;
+    *reason = !list.shutdown_reason.empty()
+                  ? list.shutdown_reason
+                  : "kolo was shut down by rank " + std::to_string(source) + " while this collective was pending";
+  }
+  return Status::ok();
 }
 
 bool Coordinator::hold_burst(bool shutdown) {
@@ -530,13 +534,12 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
   if (config_.stall_shutdown_seconds > 0) threshold = std::min(threshold, config_.stall_shutdown_seconds);
   std::vector<std::pair<int32_t, MessageTable::Pending>> stalled;
   for (auto& p : table_.stalled(threshold, now)) stalled.emplace_back(0, std::move(p));
-  for (auto& [id, table] : set_tables_)
-    for (auto& p : table->stalled(threshold, now)) stalled.emplace_back(id, std::move(p));
+  sets_.stalled(threshold, now, &stalled);
   for (const auto& [set, p] : stalled) {
     std::string msg = std::string(op_kind_name(p.kind)) + " \"" + p.name + "\" was submitted by rank(s) " +
                       join_ranks(p.ready_ranks) + " but not by rank(s) " + join_ranks(p.missing_ranks) + " for " +
                       std::to_string(static_cast<int>(p.waited_seconds)) + " s";
-    if (set != 0) msg += " (on " + describe_process_set(set, *set_members(set)) + ")";
+    if (set != 0) msg += " (on " + describe_process_set(set, *sets_.members(set)) + ")";
     if (config_.stall_shutdown_seconds > 0 && p.waited_seconds >= config_.stall_shutdown_seconds) {
       if (!*shutdown) {
         *shutdown = true;
@@ -574,7 +577,7 @@ Status Coordinator::execute_list(const ResponseList& list) {
     rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                              std::memory_order_relaxed);
   }
-  met_sets_.clear();
+  sets_.list_begins();
   for (size_t i = 0; i < rs.size(); ++i) {
     Status taken = i == 0 ? std::move(first_taken) : take(rs[i]);
     if (Status met = meet_set(rs[i]); !met.is_ok()) {
@@ -596,12 +599,21 @@ void Coordinator::fail_taken(const Response& r, const Status& taken, const Statu
   for (auto& e : entries_) e.handle->complete(why), e.handle.reset();
 }
 
+Status Coordinator::meet_set(const Response& r) {
+  if (!sets_.must_meet(r)) return Status::ok();
+  const auto t0 = Clock::now();
+  Status s = backend_.rendezvous_set(r.process_set, *sets_.members(r.process_set), [this] { return fast_answer_board(); });
+  rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                           std::memory_order_relaxed);
+  return s;
+}
+
 Status Coordinator::take(const Response& r) {
   // An error response may name tensors only some ranks submitted (a grouped collective whose
   // ranks disagree on its members, a set rank 0 does not know): each rank fails those it has
   // on that set. Ranks outside a set take nothing for its other responses.
   const bool error = r.type == Response::Type::kError;
-  if (!error && !member_of(r)) {
+  if (!error && !sets_.member_of(r)) {
     entries_.clear();
     return Status::ok();
   }
@@ -619,7 +631,7 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
     KOLO_LOG(LogLevel::kError, s.message());
     return;
   }
-  if (r.type != Response::Type::kError && !member_of(r)) {  // another set's collective
+  if (r.type != Response::Type::kError && !sets_.member_of(r)) {  // another set's collective
     if (timeline_)
       for (const auto& n : r.names) timeline_->end(n);  // rank 0 queued it in its timeline
     return;
@@ -652,7 +664,7 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
     }
     const std::vector<Executor*>* executors = &backend_.executors();
     if (r.process_set != 0) {
-      s = backend_.set_executors(r.process_set, *set_members(r.process_set), &executors);
+      s = backend_.set_executors(r.process_set, *sets_.members(r.process_set), &executors);
       if (!s.is_ok()) executors = nullptr;
     }
     static const std::vector<Executor*> kNone;
@@ -691,9 +703,9 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
   // later ids would name other tensors on rank 0). Error responses carry each rank's own
   // disagreeing request and are never remembered.
   // Responses with joined ranks are not remembered on any rank (a stand-in lacks the shape).
-  // Another set's cache: rank 0 remembered the response when it emitted it (remember_emitted).
+  // Another set's cache: rank 0 remembered the response when it emitted it (take_ready_all).
   if (remember && cache_.enabled() && r.type != Response::Type::kError && r.joined.empty()) {
-    ResponseCache* c = r.process_set == 0 ? &cache_ : topo_.rank != 0 ? &set_cache(r.process_set) : nullptr;
+    ResponseCache* c = r.process_set == 0 ? &cache_ : topo_.rank != 0 ? &sets_.cache(r.process_set) : nullptr;
     if (c != nullptr)
       for (const auto& e : entries) c->remember(e.request, &r.sizes, e.cache_hint);  // r.sizes: an alltoall's matrix
   }

@@ -35,6 +35,7 @@
 #include "core/negotiation.h"
 #include "core/process_set.h"
 #include "core/response_cache.h"
+#include "core/set_negotiation.h"
 #include "core/tensor_queue.h"
 #include "kolo/runtime.h"
 
@@ -108,30 +109,9 @@ class Coordinator {
   // Test hook (KOLO_TEST_FAULT_RANK): an internal error for "kolo.test.fault" on that rank.
   Status test_fault(const Request& q) const;
   Status add_request(const Request& q, int rank, std::chrono::steady_clock::time_point now);
-  // Process sets (core/process_set.h, docs/collectives.md). Rank 0: the table negotiating
-  // set `id`, made on first use; null if the set is not registered here.
-  MessageTable* table_for(int32_t id);
-  // Rank 0, after a request for q.name: fails the name on every set of the greatest group of
-  // sets holding it pending that wait for each other (core/coordinator_sets.cc).
-  void fail_cross_set(const Request& q);
-  // Rank 0: everything negotiated on every set, in one plan (global set first); remembers
-  // the other sets' requests in their caches (remember_emitted: an error there in *status).
-  std::vector<Response> take_ready_all(Status* status);
-  // The job ranks of set `id` as this rank knows them (null: not registered).
-  const std::vector<int>* set_members(int32_t id);
-  // Whether this rank executes `r` (it is in r's process set).
-  bool member_of(const Response& r);
-  // After the registry changed: forgets removed sets (tables, members, executors, caches).
-  void forget_removed_sets();
-  // Response caches of the other sets (core/response_cache.h): set `id`'s, made on first use.
-  ResponseCache& set_cache(int32_t id);
-  // A worker: puts `q` into `out` by cache id where its set's cache has it, else in full.
-  void add_for_root(const Request& q, RequestList* out);
-  // Rank 0: the requests a peer named by (set, id), into their sets' tables.
-  Status add_set_cached(const std::vector<CachedInSet>& cached, int source, std::chrono::steady_clock::time_point now);
-  // Rank 0, as it emits `ready`: remembers the other sets' agreed requests (set_agreed_) in
-  // their caches, in list order, as the sets' members will when they execute it.
-  Status remember_emitted(const std::vector<Response>& ready);
+  // Rank 0: a peer's request list, from `source`, into the tables (its join and shutdown too).
+  Status add_peer_list(const RequestList& list, int source, std::chrono::steady_clock::time_point now,
+                       bool* shutdown, std::string* reason);
   // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
   void tune_after(const ResponseList& list);
   void tune_record(uint64_t allreduced_bytes);  // one list's or one fast round's
@@ -158,23 +138,16 @@ class Coordinator {
   TensorQueue& queue_;
   const Topology topo_;
   Timeline* const timeline_;
-  ProcessSetRegistry* const sets_;
 
   // Coordinator thread only.
   MessageTable table_;  // rank 0 only: the global set
-  std::map<int32_t, std::unique_ptr<MessageTable>> set_tables_;  // rank 0 only: other sets
-  std::vector<Response> orphans_;  // rank 0: errors for requests on sets it does not know
-  std::map<int32_t, std::vector<int>> known_sets_;  // members of the sets this rank has met
-  uint64_t sets_version_ = 0;                        // the registry version known_sets_ reflects
-  std::vector<int32_t> met_sets_;                    // sets met in the list being executed
   std::vector<Request> requests_;     // reused buffer for this rank's new requests
   std::vector<uint32_t> request_slots_;  // the queue slot of each of requests_
   std::vector<TensorEntry> entries_;  // reused buffer for the entries of one response
   std::vector<std::byte> join_scratch_;  // stand-in tensors of a joined rank (core/join.h)
   Response adjusted_;                    // a response as executed with joined ranks
   ResponseCache cache_;  // identical on every rank (core/response_cache.h)
-  std::map<int32_t, ResponseCache> set_caches_;  // other sets: on rank 0 and the set's members
-  std::vector<Request> set_agreed_;              // rank 0: scratch of take_ready_all
+  SetNegotiation sets_;  // the other process sets (core/set_negotiation.h)
   std::set<std::string> stall_reported_;
   std::chrono::steady_clock::time_point last_stall_check_;
   bool shutdown_sent_ = false;
