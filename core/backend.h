@@ -1,6 +1,6 @@
 // core/backend.h — what the runtime needs from the transport layer, without naming MPI:
 // the job's topology, a control channel to/from rank 0 and the ordered executors.
-// ops/ provides the MPI implementation (create_mpi_backend).
+// ops/ provides the MPI implementation (ops/mpi_backend.h).
 //
 // Thread safety: after creation, used only by the coordinator thread (topology() from any).
 #pragma once
@@ -104,14 +104,9 @@ class Backend {
   virtual void finalize() = 0;
 };
 
-// Implemented in ops/mpi_backend.cc: initialises MPI if needed and builds the backend.
-Status create_mpi_backend(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out);
-
-// Implemented in ops/gloo_backend.cc (KOLO_BACKEND=gloo, docs/gloo.md): meets the job's other
-// ranks through the Redis store under "kolo/<job>/<generation>/" and builds the backend over
-// Gloo's TCP transport; no MPI call. Holds no process-wide state: a backend may be finalized
-// and another created in the same process (the next generation). In a build without Gloo it
-// returns an error saying so.
-Status create_gloo_backend(const Config& config, std::unique_ptr<Backend>* out);
+// How kolo::init() builds the backend (initialising the transport if needed). Chosen above
+// core/ (ops/init.cc passes create_mpi_backend, or create_gloo_backend for KOLO_BACKEND=gloo), so
+// that core/ names no transport.
+using BackendFactory = Status (*)(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out);
 
 }  // namespace kolo

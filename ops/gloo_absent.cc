@@ -1,6 +1,6 @@
 // create_gloo_backend in a build without Gloo (KOLO_WITH_GLOO=OFF, or AUTO where libgloo-dev
 // was not found): KOLO_BACKEND=gloo is refused with what to install.
-#include "core/backend.h"
+#include "ops/gloo_backend.h"
 
 namespace kolo {
 

@@ -23,7 +23,7 @@
 #include <map>
 #include <memory>
 
-#include "core/backend.h"
+#include "ops/gloo_backend.h"
 #include "core/heartbeat_socket.h"
 #include "core/host_info.h"
 #include "core/liveness.h"
@@ -76,7 +76,7 @@ class GlooBackend final : public Backend {
       }));
     if (chunk != config.cpu_chunk_bytes)
       KOLO_LOG(LogLevel::kWarning, "KOLO_CPU_CHUNK_BYTES differs from rank 0's; using rank 0's " << chunk);
-    executor_ = std::make_unique<ops::GlooExecutor>(data_, static_cast<size_t>(chunk), timeout_);
+    executor_ = std::make_unique<ops::GlooExecutor>(data_, static_cast<size_t>(chunk), timeout_, liveness_.get());
     executors_.push_back(executor_.get());
     return Status::ok();
   }
@@ -125,12 +125,13 @@ class GlooBackend final : public Backend {
       Status s = ops::connect_gloo_context(*store_, prefix_ + "set/" + std::to_string(id), rank, size, device_,
                                            timeout_, &x.context);
       if (!s.is_ok()) {
-        if (liveness_) KOLO_RETURN_IF_ERROR(liveness_->check_now("connecting a process set's members"));
+        s = ops::gloo_failure(s, liveness_.get(), "connecting a process set's members");
+        if (s.code() == Status::Code::kAborted) return s;  // the dead-peer verdict
         return Status::communication("process set " + std::to_string(id) + ": could not set up its executors: " +
                                      s.message());
       }
     }
-    x.executor = std::make_unique<ops::GlooExecutor>(x.context, executor_->chunk_bytes(), timeout_);
+    x.executor = std::make_unique<ops::GlooExecutor>(x.context, executor_->chunk_bytes(), timeout_, liveness_.get());
     x.list.push_back(x.executor.get());
     SetExecutors& kept = sets_[id] = std::move(x);
     *out = &kept.list;
@@ -169,8 +170,7 @@ class GlooBackend final : public Backend {
       opts.setTimeout(timeout_);
       gloo::barrier(opts);
     });
-    if (!s.is_ok() && liveness_) KOLO_RETURN_IF_ERROR(liveness_->check_now(during));
-    return s;
+    return ops::gloo_failure(s, liveness_.get(), during);
   }
 
   // Every rank's pid, host and heartbeat endpoint (an allgather over the data context): the

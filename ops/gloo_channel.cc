@@ -3,6 +3,7 @@
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "ops/gloo_common.h"
@@ -14,6 +15,8 @@ constexpr uint64_t kBodySlot = 2;
 // The receiving thread's wait for the next header: as long as the job lives (liveness, not
 // this wait, finds dead peers; stop() aborts it). Far below what steady_clock can add.
 constexpr auto kForever = std::chrono::hours(24 * 365);
+// How long stop() lets queued messages go before it drops them.
+constexpr std::chrono::milliseconds kDrain{2000};
 
 struct Header {
   uint32_t kind;
@@ -35,7 +38,16 @@ GlooChannel::~GlooChannel() { stop(); }
 
 void GlooChannel::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    // What is queued goes first, for a bounded while: a dead-peer notice queued as the
+    // runtime stops must still reach the survivors (on MPI it leaves with the process).
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout_, kDrain);
+    while (!stopping_ && error_.is_ok() && (!outgoing_.empty() || sending_ > 0) && sender_.joinable() &&
+           std::chrono::steady_clock::now() < until) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.lock();
+    }
     stopping_ = true;
     for (auto* b : waiting_send_) b->abortWaitSend();
     if (waiting_recv_) waiting_recv_->abortWaitRecv();
@@ -124,40 +136,51 @@ void GlooChannel::send_loop() {
       std::lock_guard<std::mutex> lock(mu_);
       sending_ = 0;
     }
-    if (!s.is_ok()) {
-      fail(s);
-      return;
-    }
+    if (!s.is_ok()) fail(s);  // sticky; later messages (notices above all) still go
   }
 }
 
 // Posts the header and the bytes to every destination, then waits until Gloo has sent them
-// all (bounded by timeout_; stop() aborts the wait).
+// all (bounded by timeout_; stop() aborts the wait). A destination that fails (its pair
+// closed: the peer is gone) does not hold up the others. Heartbeats and notices are fire and
+// forget (a peer that cannot be reached is the dead-peer check's to judge); a request or a
+// response list that cannot be sent is the channel's error.
 Status GlooChannel::send_one(const Outgoing& m) {
   Header h{static_cast<uint32_t>(m.kind), 0, m.bytes->size()};
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
-  Status s = gloo_call("sending a control message", [&] {
-    for (int dest : m.dests) {
-      bufs.push_back(context_->createUnboundBuffer(&h, sizeof(h)));
-      bufs.back()->send(dest, kHeaderSlot);
-      if (m.bytes->empty()) continue;
-      bufs.push_back(context_->createUnboundBuffer(const_cast<uint8_t*>(m.bytes->data()), m.bytes->size()));
-      bufs.back()->send(dest, kBodySlot);
-    }
-  });
+  struct Post {
+    int dest;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  };
+  std::vector<Post> posts;
+  std::vector<int> failed;
+  Status why;
+  for (int dest : m.dests) {
+    Status s = gloo_call("sending a control message to rank " + std::to_string(dest), [&] {
+      posts.push_back({dest, context_->createUnboundBuffer(&h, sizeof(h))});
+      posts.back().buf->send(dest, kHeaderSlot);
+      if (m.bytes->empty()) return;
+      posts.push_back({dest, context_->createUnboundBuffer(const_cast<uint8_t*>(m.bytes->data()), m.bytes->size())});
+      posts.back().buf->send(dest, kBodySlot);
+    });
+    if (!s.is_ok()) failed.push_back(dest), why = s;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return Status::ok();
-    for (auto& b : bufs) waiting_send_.push_back(b.get());
+    for (auto& p : posts) waiting_send_.push_back(p.buf.get());
   }
   bool aborted = false;
-  if (s.is_ok())
-    s = gloo_call("sending a control message to rank " + std::to_string(m.dests.front()), [&] {
-      for (auto& b : bufs) aborted = aborted || !b->waitSend(timeout_);
-    });
+  for (auto& p : posts) {
+    if (std::find(failed.begin(), failed.end(), p.dest) != failed.end()) continue;
+    Status s = gloo_call("sending a control message to rank " + std::to_string(p.dest),
+                         [&] { aborted = !p.buf->waitSend(timeout_); });
+    if (!s.is_ok()) failed.push_back(p.dest), why = s;
+    if (aborted) break;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   waiting_send_.clear();
-  return aborted ? Status::ok() : s;  // aborted: stop() is ending the thread
+  if (aborted || failed.empty() || m.kind == Kind::kHeartbeat || m.kind == Kind::kNotice) return Status::ok();
+  return why;
 }
 
 void GlooChannel::receive_loop() {
@@ -196,7 +219,15 @@ void GlooChannel::receive_loop() {
         body->recv(source, kBodySlot);
         completed = body->waitRecv(timeout_);
       });
-      if (!s.is_ok() || !completed) break;
+      if (!completed && s.is_ok()) break;  // stop()
+      if (!s.is_ok()) {
+        // The sender's pair closed mid-message (it died): drop the message and go on
+        // listening to the others; the dead-peer check names it.
+        s = Status::ok();
+        std::lock_guard<std::mutex> lock(mu_);
+        waiting_recv_ = nullptr;  // `body` goes now
+        continue;
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     waiting_recv_ = nullptr;

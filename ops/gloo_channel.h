@@ -13,9 +13,13 @@
 // arrives; a sending thread posts each queued message to its destinations and waits,
 // bounded, until Gloo has sent them. The ControlChannel's calls only move messages in and out
 // of those queues, so they never block. A dead peer does not hold the receiving thread (it
-// waits for any peer); the runtime learns of it from core/liveness.h. A send that Gloo cannot
-// complete within the timeout (a peer that stopped reading) is an error of the channel, and
-// the next call returns it; later messages stay queued behind it (one sending thread).
+// waits for any peer; a message cut off by its sender's death is dropped); the runtime learns
+// of it from core/liveness.h. A request or response list that Gloo cannot send (the peer's
+// connection closed, or the timeout passed: a peer that stopped reading) is the channel's
+// error, which every later call returns; heartbeats and notices are fire and forget, and the
+// sending thread goes on with them (a dead-peer notice must still reach the survivors). One
+// sending thread: a message to a peer that stopped reading holds the later ones up to the
+// timeout.
 //
 // Ownership: shares the context with the backend; owns its threads, which stop() ends.
 // Thread safety: send_heartbeat and poll_heartbeat from any thread (the liveness threads);
@@ -60,8 +64,8 @@ class GlooChannel final : public ControlChannel {
   Status send_heartbeat(int peer, const std::string& notice) override;
   Status poll_heartbeat(int* source, std::string* notice, bool* got) override;
 
-  // Ends both threads: their waits are aborted, messages still queued are dropped. Bounded;
-  // idempotent.
+  // Ends both threads: queued messages get up to 2 s (less with a shorter timeout) to go,
+  // then the waits are aborted and what is left is dropped. Bounded; idempotent.
   void stop();
 
  private:

@@ -21,6 +21,10 @@
 
 #include "kolo/status.h"
 
+namespace kolo {
+class Liveness;
+}
+
 namespace kolo::ops {
 
 // Runs fn(); a std::exception from it (Gloo's, or the standard library's) becomes a
@@ -34,6 +38,13 @@ Status gloo_call(const std::string& what, Fn&& fn) {
     return Status::communication(what + ": " + e.what());
   }
 }
+
+// After a Gloo operation failed with `error`: a peer closing its TCP connections is how a
+// death usually shows, sooner than the dead-peer check can judge it (a peer on another host
+// is judged by its silence, up to KOLO_PEER_TIMEOUT_SECONDS). Polls `liveness` (may be null)
+// for up to its timeout and a second, and returns its verdict naming the dead rank, or
+// `error` if none comes. Coordinator thread (Liveness::check's rule).
+Status gloo_failure(const Status& error, Liveness* liveness, const char* during);
 
 // Connects a context of `size` ranks in which this process is `rank`, through `store` under
 // `prefix` (a key of its own: the store refuses to set a key twice). Every wait (the store's

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/gloo_common.h"
 
 namespace kolo::ops {
@@ -31,22 +31,23 @@ void gloo_allreduce(const std::shared_ptr<gloo::Context>& context, void* buf, si
 }  // namespace
 
 GlooExecutor::GlooExecutor(std::shared_ptr<gloo::Context> context, size_t chunk_bytes,
-                           std::chrono::milliseconds timeout)
-    : context_(std::move(context)), timeout_(timeout), chunk_bytes_(chunk_bytes) {
+                           std::chrono::milliseconds timeout, Liveness* liveness)
+    : context_(std::move(context)), timeout_(timeout), liveness_(liveness), chunk_bytes_(chunk_bytes) {
   rank_ = context_->rank;
   size_ = context_->size;
 }
 
 Status GlooExecutor::execute(const Response& r, std::vector<TensorEntry>& entries) {
+  Status s = Status::internal("Gloo executor given an error response");
   switch (r.type) {
-    case Response::Type::kAllreduce: return allreduce(r, entries);
-    case Response::Type::kBroadcast: return broadcast(r, entries);
-    case Response::Type::kAllgather: return allgather(r, entries);
-    case Response::Type::kAlltoall: return alltoall(r, entries);
-    case Response::Type::kReducescatter: return reducescatter(r, entries);
+    case Response::Type::kAllreduce: s = allreduce(r, entries); break;
+    case Response::Type::kBroadcast: s = broadcast(r, entries); break;
+    case Response::Type::kAllgather: s = allgather(r, entries); break;
+    case Response::Type::kAlltoall: s = alltoall(r, entries); break;
+    case Response::Type::kReducescatter: s = reducescatter(r, entries); break;
     case Response::Type::kError: break;
   }
-  return Status::internal("Gloo executor given an error response");
+  return gloo_failure(s, liveness_, "a collective failed");
 }
 
 Status GlooExecutor::reduce_in_place(void* buf, size_t count, DType t, ReduceOp op) {

@@ -10,8 +10,8 @@
 // unbound buffers; twice the traffic of a true one).
 //
 // Every Gloo operation is bounded by the timeout; a peer that dies fails it with Gloo's I/O
-// error (the TCP pair closes), which the coordinator turns into the dead-peer verdict where
-// core/liveness.h has one.
+// error (the TCP pair closes), after which the executor waits (bounded) for the dead-peer
+// check's verdict naming the rank (ops/gloo_common.h, gloo_failure).
 //
 // Thread safety: coordinator thread only. Shares the context; owns its scratch buffers.
 #pragma once
@@ -27,11 +27,17 @@ namespace gloo {
 class Context;
 }
 
+namespace kolo {
+class Liveness;
+}
+
 namespace kolo::ops {
 
 class GlooExecutor final : public Executor {
  public:
-  GlooExecutor(std::shared_ptr<gloo::Context> context, size_t chunk_bytes, std::chrono::milliseconds timeout);
+  // `liveness` (borrowed, may be null): asked for the verdict after a transport error.
+  GlooExecutor(std::shared_ptr<gloo::Context> context, size_t chunk_bytes, std::chrono::milliseconds timeout,
+               Liveness* liveness = nullptr);
   const char* name() const override { return "gloo"; }
   bool accepts(const Response& r) const override { return r.device.is_cpu(); }
   Status execute(const Response& r, std::vector<TensorEntry>& entries) override;
@@ -57,6 +63,7 @@ class GlooExecutor final : public Executor {
 
   std::shared_ptr<gloo::Context> context_;
   std::chrono::milliseconds timeout_;
+  Liveness* liveness_;
   int rank_ = 0, size_ = 1;
   size_t chunk_bytes_;
   std::vector<std::byte> fusion_;  // packed tensors; reducescatter's whole-tensor scratch

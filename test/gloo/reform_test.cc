@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/backend.h"
+#include "ops/gloo_backend.h"
 #include "core/config.h"
 #include "ops/gloo_executor.h"
 
