@@ -96,7 +96,7 @@ struct Config {
   bool wait_helps = true;                // KOLO_WAIT_HELPS
   // With waiters helping, the coordinator thread leaves requests that are still arriving
   // (less than burst_hold_us apart) to the thread that will wait for them, so that a burst
-  // goes out in one board round (Coordinator::defer_burst).
+  // goes out in one board round (IdlePolicy::defer_burst).
   bool burst_defer = false;              // KOLO_BURST_DEFER
   bool autotune = false;                 // KOLO_AUTOTUNE
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample
