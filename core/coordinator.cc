@@ -14,7 +14,7 @@
 #include "core/liveness.h"
 #include "core/logging.h"
 #include "core/wait_help.h"
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 namespace kolo {
 namespace {
@@ -685,7 +685,7 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
     if (s.is_ok() && average_joined && !stand_in) {
       const int contributors = topo_.size - static_cast<int>(r.joined.size());
       for (const TensorEntry& e : entries)
-        ops::apply_postscale(e.view.data, static_cast<size_t>(e.view.num_elements()), r.dtype, ReduceOp::kAverage,
+        kernels::apply_postscale(e.view.data, static_cast<size_t>(e.view.num_elements()), r.dtype, ReduceOp::kAverage,
                              contributors, r.postscale);
     }
     execution_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),

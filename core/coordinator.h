@@ -37,11 +37,12 @@
 #include "core/response_cache.h"
 #include "core/set_negotiation.h"
 #include "core/tensor_queue.h"
+#include "core/wait_help.h"
 #include "kolo/runtime.h"
 
 namespace kolo {
 
-class Coordinator {
+class Coordinator final : public detail::WaitHelper {
  public:
   // `timeline` (may be null) is rank 0's, owned by the caller. `sets` (may be null: the
   // global set only) is the process-set registry, owned by the caller; it must outlive this.
@@ -67,7 +68,7 @@ class Coordinator {
   // a pass only while the longest recent pass still fits before it, so it returns by the
   // deadline unless a pass outlasts every recent one. Any thread; see core/wait_help.h.
   void help(const std::atomic<bool>& done,
-            std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
+            std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) override;
 
  private:
   void loop();

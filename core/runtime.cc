@@ -151,16 +151,14 @@ void print_verbose_report(const Runtime& rt) {
 
 }  // namespace
 
-void init() { init(nullptr, nullptr); }
-
-void init(int* argc, char*** argv) {
+void detail::init_runtime(int* argc, char*** argv, BackendFactory make_backend) {
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_runtime) return;
   if (g_finalized)
     throw Error(Status::invalid_argument("kolo::init() after kolo::shutdown(): MPI cannot be initialised twice"));
   auto rt = std::make_unique<Runtime>();
   throw_if_error(Config::from_env(&rt->config));
-  throw_if_error(create_mpi_backend(rt->config, argc, argv, &rt->backend));
+  throw_if_error(make_backend(rt->config, argc, argv, &rt->backend));
   rt->topo = rt->backend->topology();
   set_log_context(rt->config.log_level, rt->topo.rank);
   if (rt->config.verbose) print_verbose_report(*rt);

@@ -20,6 +20,8 @@
 //                peers why this rank ends.
 //   Coordinator::note_signal's pending signal (core/coordinator.cc): a signal handler may only
 //                store into an atomic; the loop acts on it.
+//   The wait helper (core/wait_help.cc): a thread waiting on a handle runs the coordinator's
+//                passes, and a handle knows no runtime; the coordinator attaches itself.
 //
 // Thread safety: the gate from any thread; a Runtime's members as their own headers say.
 #pragma once
@@ -71,5 +73,9 @@ Status shut_down();
 Status no_runtime();
 // The runtime; throws kolo::Error (no_runtime()) when there is none.
 Runtime& runtime();
+
+// kolo::init() (ops/init.cc chooses the backend): builds and starts the runtime unless one
+// runs; throws kolo::Error on failure, or after shutdown() (MPI cannot start twice).
+void init_runtime(int* argc, char*** argv, BackendFactory make_backend);
 
 }  // namespace kolo::detail

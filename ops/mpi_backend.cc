@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ops/mpi_backend.h"
+
 #include "core/backend.h"
 #include "core/heartbeat_socket.h"
 #include "core/host_info.h"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/mpi_util.h"
 
 namespace kolo::ops {

@@ -6,7 +6,7 @@
 // scaled while it is still in cache, and MPI's large-message slowdown on one host (buffers
 // that fall out of the L3 cache) is avoided. fp16/bf16 are widened to float32 (times the
 // prescale), allreduced as floats and rounded back once after the post-scale
-// (ops/cpu_reduce.h), never rounded to 16 bits between ranks. Every MPI call is nonblocking and
+// (kernels/cpu_reduce.h), never rounded to 16 bits between ranks. Every MPI call is nonblocking and
 // polled (ops::wait_request), so that no wait on a peer is unbounded. With `ordered`
 // (KOLO_DETERMINISTIC=1) float sums, averages and products take the rank-ordered allreduce
 // (ops/ordered_allreduce.h) instead of MPI's own: the bits of shared memory's rank-order fold.
