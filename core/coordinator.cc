@@ -43,52 +43,16 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       table_(topo_.size),
       cache_(config.cache_capacity),
       sets_(sets, backend, topo_.rank, config.cache_capacity, table_),
-      fusion_threshold_(config.fusion_threshold_bytes),
+      tuning_(config, topo_.rank),
       fast_(board_memory(config, backend, topo_), topo_, config, cache_,
             [this](const Request& q, Clock::time_point now) { demote_to_table(q, now); }),
       idle_(config, queue, fast_, topo_.size, topo_.local_size, fast_.on() && config.wait_helps) {
   if (timeline_)
     for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
-  if (config.autotune && topo_.rank == 0) {
-    AutotuneOptions o;
-    o.initial = AutotuneParams::make(config.fusion_threshold_bytes, config.cycle_time_ms, config.cpu_chunk_bytes);
-    o.max_samples = config.autotune_samples;
-    o.records_per_sample = config.autotune_window;
-    o.warmup_samples = std::min(o.warmup_samples, std::max(0, o.max_samples - 1));
-    tuner_ = std::make_unique<Autotuner>(o);
-    last_record_ = Clock::now();
-    if (!config.autotune_log.empty()) {
-      autotune_log_.open(config.autotune_log, std::ios::out | std::ios::trunc);
-      if (autotune_log_) autotune_log_ << Autotuner::csv_header() << "\n" << std::flush;
-      else KOLO_LOG(LogLevel::kWarning, "KOLO_AUTOTUNE_LOG=\"" << config.autotune_log << "\": cannot write");
-    }
-  }
-}
-
-void Coordinator::tune_after(const ResponseList& list) {
-  uint64_t bytes = 0;
-  for (const Response& r : list.responses)
-    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);
-  tune_record(bytes);
-}
-
-void Coordinator::tune_record(uint64_t bytes) {
-  if (bytes == 0 || tuner_->done()) return;
-  const auto now = Clock::now();
-  tuner_->record(bytes, std::chrono::duration<double>(now - last_record_).count());
-  last_record_ = now;
-  if (auto p = tuner_->take_new_params()) pending_params_ = p;
-  for (const auto& row : tuner_->take_new_rows())
-    if (autotune_log_) autotune_log_ << row << "\n" << std::flush;
-  if (tuner_->done() && !pending_params_)
-    KOLO_LOG(LogLevel::kInfo, "autotune done: fusion threshold " << tuner_->current().fusion_threshold_bytes()
-                                  << " B, cycle " << tuner_->current().cycle_time_ms() << " ms, chunk "
-                                  << tuner_->current().cpu_chunk_bytes() << " B");
 }
 
 void Coordinator::apply_params(const ResponseList& list) {
-  if (!list.has_params) return;
-  fusion_threshold_ = static_cast<size_t>(list.fusion_threshold_bytes);
+  if (!tuning_.apply(list)) return;
   idle_.set_max_sleep(microseconds(std::max<int64_t>(1, static_cast<int64_t>(list.cycle_time_ms * 1000.0))));
   for (Executor* e : backend_.executors()) e->set_cpu_chunk_bytes(static_cast<size_t>(list.cpu_chunk_bytes));
 }
@@ -289,7 +253,7 @@ Status Coordinator::root_cycle(bool* activity) {
   std::vector<Response> ready;
   if (!hold_burst(shutdown)) {
     Status remembered;
-    ready = sets_.take_ready_all(fusion_threshold_, cache_.enabled(), &remembered);
+    ready = sets_.take_ready_all(tuning_.fusion_threshold(), cache_.enabled(), &remembered);
     KOLO_RETURN_IF_ERROR(remembered);
   }
   if (timeline_ && !ready.empty()) {
@@ -303,7 +267,7 @@ Status Coordinator::root_cycle(bool* activity) {
   // Every rank has joined: the names still pending are complete (taken above, as nothing is
   // held then), and this list ends everyone's join().
   const bool join_done = table_.all_joined();
-  if (!ready.empty() || shutdown || pending_params_ || join_done || fast_.has_news()) {
+  if (!ready.empty() || shutdown || tuning_.has_news() || join_done || fast_.has_news()) {
     ResponseList list;
     list.responses = std::move(ready);
     fast_.put_news(&list);
@@ -314,17 +278,11 @@ Status Coordinator::root_cycle(bool* activity) {
     }
     list.shutdown = shutdown;
     list.shutdown_reason = reason;
-    if (pending_params_) {
-      list.has_params = true;
-      list.fusion_threshold_bytes = pending_params_->fusion_threshold_bytes();
-      list.cycle_time_ms = pending_params_->cycle_time_ms();
-      list.cpu_chunk_bytes = pending_params_->cpu_chunk_bytes();
-      pending_params_.reset();
-    }
+    tuning_.put_news(&list);
     if (topo_.size > 1) KOLO_RETURN_IF_ERROR(backend_.channel().send_to_all(encode(list)));
     KOLO_RETURN_IF_ERROR(execute_list(list));
     apply_params(list);
-    if (tuner_) tune_after(list);
+    if (tuning_.tuning()) tuning_.record(list);
     *activity = true;
     if (shutdown) {
       // Rank 0 runs no board round from here on: leaving now lets a peer stuck in an open
@@ -467,7 +425,7 @@ Status Coordinator::add_peer_list(const RequestList& list, int source, Clock::ti
 }
 
 bool Coordinator::hold_burst(bool shutdown) {
-  if (config_.burst_hold_us == 0 || table_.num_ready() == 0 || shutdown || pending_params_ ||
+  if (config_.burst_hold_us == 0 || table_.num_ready() == 0 || shutdown || tuning_.has_news() ||
       table_.all_joined()) {
     holding_ = false;
     return false;
@@ -483,7 +441,7 @@ bool Coordinator::hold_burst(bool shutdown) {
   BurstHoldOptions o;
   o.gap = std::chrono::microseconds(config_.burst_hold_us);
   o.max_hold = 5 * o.gap;
-  o.fusion_threshold_bytes = fusion_threshold_;
+  o.fusion_threshold_bytes = tuning_.fusion_threshold();
   holding_ = hold_ready(s, o);
   return holding_;
 }

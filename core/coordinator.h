@@ -27,7 +27,6 @@
 #include <set>
 #include <thread>
 
-#include "core/autotune.h"
 #include "core/backend.h"
 #include "core/config.h"
 #include "core/fast_path.h"
@@ -37,6 +36,7 @@
 #include "core/response_cache.h"
 #include "core/set_negotiation.h"
 #include "core/tensor_queue.h"
+#include "core/tuning.h"
 #include "core/wait_help.h"
 #include "kolo/runtime.h"
 
@@ -113,9 +113,7 @@ class Coordinator final : public detail::WaitHelper {
   // Rank 0: a peer's request list, from `source`, into the tables (its join and shutdown too).
   Status add_peer_list(const RequestList& list, int source, std::chrono::steady_clock::time_point now,
                        bool* shutdown, std::string* reason);
-  // Autotune: rank 0 scores the list it just executed; every rank applies carried settings.
-  void tune_after(const ResponseList& list);
-  void tune_record(uint64_t allreduced_bytes);  // one list's or one fast round's
+  // Every rank, after a list: the settings it carries (core/tuning.h).
   void apply_params(const ResponseList& list);
 
   // The fast path's rounds, run by the coordinator (core/coordinator_fast.cc; the fast
@@ -155,11 +153,7 @@ class Coordinator final : public detail::WaitHelper {
   std::chrono::steady_clock::time_point last_arrival_;  // rank 0: last request added
   std::chrono::steady_clock::time_point hold_start_;    // rank 0: when the current hold began
   bool holding_ = false;
-  size_t fusion_threshold_;                       // rank 0 decides fusion; autotune may change it
-  std::unique_ptr<Autotuner> tuner_;              // rank 0 with KOLO_AUTOTUNE=1
-  std::optional<AutotuneParams> pending_params_;  // rank 0: to carry on the next list
-  std::chrono::steady_clock::time_point last_record_;
-  std::ofstream autotune_log_;
+  Tuning tuning_;  // the fusion threshold, and rank 0's autotuner (core/tuning.h)
 
   // The fast path (core/fast_path.h); coordinator thread only, but for its counters.
   FastPath fast_;

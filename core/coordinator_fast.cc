@@ -39,7 +39,7 @@ Status Coordinator::fast_early(bool* activity, bool* ran) {
 Status Coordinator::fast_resolve(bool* activity) {
   if (!fast_.resolve(activity)) return Status::ok();
   size_t n = 0;
-  KOLO_RETURN_IF_ERROR(fast_.take_round(fusion_threshold_, &n));
+  KOLO_RETURN_IF_ERROR(fast_.take_round(tuning_.fusion_threshold(), &n));
   uint64_t bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     const Response& r = fast_.collective(i);
@@ -50,11 +50,11 @@ Status Coordinator::fast_resolve(bool* activity) {
     Status taken = fast_.slots_for(r) ? queue_.take_slots(fast_.slots(), fast_.hints(), &entries_) : take(r);
     execute_one(r, std::move(taken), /*remember=*/false);
     fast_.count_collective();
-    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);  // as tune_after counts
+    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);  // as Tuning::record counts a list
   }
   fast_.end_round();
   // Rank 0's autotuner scores rounds as it scores lists; new settings travel on a list.
-  if (tuner_) tune_record(bytes);
+  if (tuning_.tuning()) tuning_.record(bytes);
   return Status::ok();
 }
 
