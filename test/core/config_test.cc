@@ -262,6 +262,7 @@ TEST_CASE("KOLO_BACKEND: mpi (default) or gloo, with the Gloo knobs checked only
   refused("KOLO_RANK", "3", "a rank from 0 to 2");
   refused("KOLO_RANK", "<unset>", "KOLO_RANK");
   refused("KOLO_SIZE", "0", "KOLO_SIZE");
+}
 
 TEST_CASE("KOLO_DETERMINISTIC: 0 (default) or 1", "[config]") {
   Config c;
