@@ -42,6 +42,13 @@ class GlooBackend final : public Backend {
   Status init(const Config& config) {
     if (config.launcher_rank < 0 || config.launcher_size < 1)
       return Status::invalid_argument("the Gloo backend needs this rank's place: KOLO_RANK and KOLO_SIZE, or mpirun's");
+    // What this backend does not have is refused, never silently left out (docs/gloo.md).
+    if (config.deterministic)
+      return Status::invalid_argument("KOLO_DETERMINISTIC=1 is not supported with KOLO_BACKEND=gloo yet "
+                                      "(Gloo's ring allreduce adds in ring order); use KOLO_BACKEND=mpi");
+    if (config.cpu_operations == CpuOperations::kShm)
+      return Status::invalid_argument("KOLO_CPU_OPERATIONS=shm needs KOLO_BACKEND=mpi: the shared-memory executor "
+                                      "is not built on the Gloo backend yet (docs/gloo.md)");
     topo_.rank = config.launcher_rank;
     topo_.size = config.launcher_size;
     set_log_context(config.log_level, topo_.rank);

@@ -153,5 +153,26 @@ TEST_CASE("gloo backend: a Redis server that is not there is an error naming it"
   CHECK_THAT(s.message(), Catch::Contains("127.0.0.1:1") && Catch::Contains("KOLO_GLOO_REDIS"));
 }
 
+TEST_CASE("gloo backend: what it does not have is refused at creation, naming the knob", "[gloo]") {
+  for (auto [name, value] : {std::pair{"KOLO_DETERMINISTIC", "1"}, std::pair{"KOLO_CPU_OPERATIONS", "shm"}}) {
+    Config config;
+    std::map<std::string, std::string> env = {{"KOLO_BACKEND", "gloo"}, {"KOLO_GLOO_REDIS", "127.0.0.1:1"},
+                                              {"KOLO_GLOO_JOB", "refused"}, {"KOLO_RANK", "0"},
+                                              {"KOLO_SIZE", "1"}, {name, value}};
+    REQUIRE(Config::parse(
+                [&](const std::string& n) -> std::optional<std::string> {
+                  auto it = env.find(n);
+                  return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+                },
+                &config)
+                .is_ok());
+    std::unique_ptr<Backend> backend;
+    Status s = create_gloo_backend(config, &backend);
+    INFO(name << "=" << value << ": " << s.message());
+    REQUIRE_FALSE(s.is_ok());
+    CHECK_THAT(s.message(), Catch::Contains(name) && Catch::Contains("KOLO_BACKEND=mpi"));
+  }
+}
+
 }  // namespace
 }  // namespace kolo
