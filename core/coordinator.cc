@@ -106,11 +106,14 @@ Status Coordinator::add_request(const Request& q, int rank, Clock::time_point no
   MessageTable* table = table_for(q.process_set);
   if (table == nullptr) {
     // The submitting rank had the set registered; rank 0 no longer (or not yet) has: it
-    // fails on the ranks that submitted it (the others skip an error on a set they lack).
+    // fails on the submitting rank alone (a peer's request for it gets its own error as it
+    // arrives; one error for every rank would also end a peer's request still on its way,
+    // whose arrival would then start a round of its own).
     Response e;
     e.type = Response::Type::kError;
     e.names = {q.name};
     e.process_set = q.process_set;
+    e.ranks = {rank};  // this request alone: a peer's request for the name is settled when it arrives
     e.error = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": process set " +
               std::to_string(q.process_set) + " is not registered on rank 0 (it was removed, or its "
               "kolo::add_process_set has not completed on every rank)";
@@ -622,7 +625,9 @@ Status Coordinator::take(const Response& r) {
   // ranks disagree on its members, a set rank 0 does not know): each rank fails those it has
   // on that set. Ranks outside a set take nothing for its other responses.
   const bool error = r.type == Response::Type::kError;
-  if (!error && !member_of(r)) {
+  const bool addressed = !error || r.ranks.empty() ||
+                         std::binary_search(r.ranks.begin(), r.ranks.end(), static_cast<int32_t>(topo_.rank));
+  if ((!error && !member_of(r)) || !addressed) {
     entries_.clear();
     return Status::ok();
   }

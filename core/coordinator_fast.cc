@@ -41,6 +41,10 @@ bool Coordinator::fast_hold(Request& q, uint32_t slot, Clock::time_point now) {
       q.process_set != 0)
     return false;
   if (!fast_demoted_.empty() && fast_demoted_.count(q.name)) return false;
+  // Rank 0, while a peer owes a request to a failed round of the name: through the table,
+  // which demotes the name everywhere, so that the owed request reaches rank 0 and settles
+  // there instead of pairing with this rank's next round on the board.
+  if (topo_.rank == 0 && table_.owes(q.name)) return false;
   // An alltoall is held only while this rank's splits equal those it last ran with (the
   // signature); the AND then says every rank's are, so the cached matrix is still right.
   // The slot's hint saves hashing the name again (the queue hashed it at submit).

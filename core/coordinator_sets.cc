@@ -64,7 +64,19 @@ void Coordinator::fail_cross_set(const Request& q) {
   }
   why += "; each set waits for a rank that has the name in flight on another of them (a rank runs one collective "
          "per name at a time), so all fail. Use one name per process set";
-  for (const Pending& p : group) p.table->fail_pending(q.name, why);
+  // A missing rank that holds the name on another set of the group spent its round there;
+  // every other missing rank owes this set's round a request (in flight, or still to come),
+  // which fails on arrival instead of pairing with the peers' next round of the name.
+  for (size_t i = 0; i < group.size(); ++i) {
+    std::vector<int> owed;
+    for (int r : group[i].missing) {
+      bool held = false;
+      for (size_t k = 0; k < group.size() && !held; ++k)
+        held = k != i && std::binary_search(group[k].have.begin(), group[k].have.end(), r);
+      if (!held) owed.push_back(r);
+    }
+    group[i].table->fail_pending(q.name, why, owed);
+  }
 }
 
 MessageTable* Coordinator::table_for(int32_t id) {
