@@ -198,10 +198,10 @@ TEST_CASE("KOLO_CROSS_HOST_ALLREDUCE: sliced (default) or leader", "[config]") {
   CHECK(s.message() == "KOLO_CROSS_HOST_ALLREDUCE=\"ring\" is not valid: expected sliced or leader");
 }
 
-TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: 16bit (default) or float32", "[config]") {
+TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: float32 (default) or 16bit", "[config]") {
   Config c;
   REQUIRE(parse({}, &c).is_ok());
-  CHECK(c.cross_host_half_wire);
+  CHECK_FALSE(c.cross_host_half_wire);
   REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "float32"}}, &c).is_ok());
   CHECK_FALSE(c.cross_host_half_wire);
   REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "16bit"}}, &c).is_ok());
@@ -209,4 +209,19 @@ TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: 16bit (default) or float32", "[config]") {
   Status s = parse({{"KOLO_CROSS_HOST_HALF_WIRE", "fp16"}}, &c);
   REQUIRE_FALSE(s.is_ok());
   CHECK(s.message() == "KOLO_CROSS_HOST_HALF_WIRE=\"fp16\" is not valid: expected 16bit or float32");
+}
+
+TEST_CASE("KOLO_DETERMINISTIC: 0 (default) or 1", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK_FALSE(c.deterministic);
+  REQUIRE(parse({{"KOLO_DETERMINISTIC", "1"}}, &c).is_ok());
+  CHECK(c.deterministic);
+  REQUIRE(parse({{"KOLO_DETERMINISTIC", "0"}}, &c).is_ok());
+  CHECK_FALSE(c.deterministic);
+  for (const char* bad : {"yes", "2", "", "true"}) {
+    Status s = parse({{"KOLO_DETERMINISTIC", bad}}, &c);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.message() == "KOLO_DETERMINISTIC=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
+  }
 }
