@@ -204,11 +204,13 @@ class Coordinator {
   // This host's ranks outnumber its CPUs: a poll gives the core away at once (the peer it
   // waits for may need it) instead of spinning first (poll_then_yield).
   const bool crowded_;
-  Timeline* const timeline_;
+  Timeline* const timeline_;  // rank 0's (null elsewhere); written while enabled (start_timeline)
+  bool timeline_on() const { return timeline_ != nullptr && timeline_->enabled(); }
   ProcessSetRegistry* const sets_;
 
   // Coordinator thread only.
   MessageTable table_;  // rank 0 only: the global set
+  bool join_divides_by_all_ = false;  // Config::join_horovod: an average with joined ranks divides by size
   std::map<int32_t, std::unique_ptr<MessageTable>> set_tables_;  // rank 0 only: other sets
   std::vector<Response> orphans_;  // rank 0: errors for requests on sets it does not know
   std::map<int32_t, std::vector<int>> known_sets_;  // members of the sets this rank has met

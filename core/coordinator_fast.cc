@@ -256,7 +256,7 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
       for (size_t k = first; k < first + r.names.size(); ++k)
         fast_slots_.push_back(fast_run_[k].slot), fast_hints_.push_back(fast_run_[k].id);
       first += r.names.size();
-      if (timeline_)
+      if (timeline_on())
         for (const std::string& name : r.names) timeline_->begin(name, "BOARD");
       execute_one(r, queue_.take_slots(fast_slots_, fast_hints_, &entries_), /*remember=*/false);
       fast_collectives_.fetch_add(1, std::memory_order_relaxed);
@@ -273,7 +273,7 @@ Status Coordinator::fast_execute(const std::vector<uint32_t>& agreed) {
     for (const Response& r : planner.take()) {
       // Rank 0's timeline: the phase execute_one closes (rank 0's table opens NEGOTIATE and
       // QUEUE for what it negotiates; the board's tensors were agreed on in a round).
-      if (timeline_)
+      if (timeline_on())
         for (const std::string& n : r.names) timeline_->begin(n, "BOARD");
       execute_one(r, take_held(r, &next), /*remember=*/false);
       fast_collectives_.fetch_add(1, std::memory_order_relaxed);

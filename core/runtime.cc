@@ -224,6 +224,33 @@ Status validate_header(const Request& q, DType dtype, const std::string& name, i
   return Status::ok();
 }
 
+// An alltoall's splits against this rank's own rows, over `ranks` ranks (the set's size):
+// what rank 0's negotiation would find too (core/negotiation.cc, note_splits; the same
+// words), judged here so that the fault is this rank's own refusal (an invalid argument, as
+// Horovod's enqueue reports it) and travels to the peers.
+Status check_alltoall_rows(const TensorView& t, const Request& q, const std::string& name, int rank, size_t ranks) {
+  const std::string who = "alltoall \"" + name + "\": rank " + std::to_string(rank) + " ";
+  if (t.shape.empty()) return Status::invalid_argument(who + "sent a scalar (alltoall needs a first dimension to split)");
+  const int64_t rows = t.shape[0];
+  const auto n = static_cast<int64_t>(ranks);
+  if (q.splits.empty()) {
+    if (rows % n == 0) return Status::ok();
+    return Status::invalid_argument(who + "asked for an even split of " + std::to_string(rows) + " rows, which " +
+                                    std::to_string(n) + " ranks do not divide");
+  }
+  if (q.splits.size() != ranks)
+    return Status::invalid_argument(who + "gave " + std::to_string(q.splits.size()) + " splits " +
+                                    shape_string(q.splits) + " for " + std::to_string(n) + " ranks");
+  int64_t sum = 0;
+  for (int64_t v : q.splits) {
+    if (v < 0) return Status::invalid_argument(who + "gave a negative split in " + shape_string(q.splits));
+    sum += v;
+  }
+  if (sum == rows) return Status::ok();
+  return Status::invalid_argument(who + "gave splits " + shape_string(q.splits) + " that add up to " +
+                                  std::to_string(sum) + " rows, but its first dimension is " + std::to_string(rows));
+}
+
 // A collective on a process set: the set is registered and active here, and this rank is in
 // it. A refusal here stays on this rank: the set's members do not expect this rank.
 Status check_membership(const Request& q, int rank, const std::string& name, const Runtime& rt,
@@ -269,6 +296,9 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
   if (req.process_set != 0) KOLO_RETURN_IF_ERROR(check_membership(req, (*rt)->topo.rank, name, **rt, &members));
   if (local.is_ok()) local = validate_header(req, t.dtype, name, (*rt)->topo.size);
   if (local.is_ok() && members) local = check_set_root(req, name, *members);
+  if (local.is_ok() && req.kind == OpKind::kAlltoall)
+    local = check_alltoall_rows(t, req, name, (*rt)->topo.rank,
+                                members ? members->size() : static_cast<size_t>((*rt)->topo.size));
   *tell_peers = !local.is_ok();
   return local;
 }
@@ -418,7 +448,7 @@ void init(int* argc, char*** argv) {
     Status s = rt->timeline.open(rt->config.timeline_path, rt->config.timeline_mark_cycles);
     if (!s.is_ok()) {
       rt->backend->finalize();
-      throw Error(s);
+      throw Error(Status::invalid_argument("KOLO_TIMELINE: " + s.message()));
     }
   }
   rt->coordinator = std::make_unique<Coordinator>(rt->config, *rt->backend, rt->queue, &rt->timeline, &rt->sets);
@@ -461,6 +491,18 @@ void shutdown() {
 }
 
 bool is_initialized() { return g_running.load(std::memory_order_acquire); }
+
+void start_timeline(const std::string& path, bool mark_cycles) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_runtime) throw Error(Status::invalid_argument("kolo::start_timeline: kolo is not running; call kolo::init() first"));
+  if (path.empty()) throw Error(Status::invalid_argument("kolo::start_timeline: the path is empty"));
+  if (g_runtime->topo.rank == 0) throw_if_error(g_runtime->timeline.open(path, mark_cycles));
+}
+
+void stop_timeline() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_runtime) g_runtime->timeline.close();
+}
 namespace {
 // A topology query under the submission gate (as a submission): one racing shutdown() on
 // another thread either reads the live runtime, which shutdown() waits for, or fails with

@@ -210,3 +210,16 @@ TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: 16bit (default) or float32", "[config]") {
   REQUIRE_FALSE(s.is_ok());
   CHECK(s.message() == "KOLO_CROSS_HOST_HALF_WIRE=\"fp16\" is not valid: expected 16bit or float32");
 }
+
+TEST_CASE("KOLO_JOIN_RULES: kolo (default) or horovod", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK_FALSE(c.join_horovod);
+  REQUIRE(parse({{"KOLO_JOIN_RULES", "horovod"}}, &c).is_ok());
+  CHECK(c.join_horovod);
+  REQUIRE(parse({{"KOLO_JOIN_RULES", "kolo"}}, &c).is_ok());
+  CHECK_FALSE(c.join_horovod);
+  Status s = parse({{"KOLO_JOIN_RULES", "Horovod"}}, &c);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.message() == "KOLO_JOIN_RULES=\"Horovod\" is not valid: expected kolo or horovod");
+}
