@@ -1,6 +1,6 @@
 // core/backend.h — what the runtime needs from the transport layer, without naming MPI:
 // the job's topology, a control channel to/from rank 0 and the ordered executors.
-// ops/ provides the MPI implementation (create_mpi_backend).
+// ops/ provides the MPI implementation (ops/mpi_backend.h).
 //
 // Thread safety: after creation, used only by the coordinator thread (topology() from any).
 #pragma once
@@ -104,7 +104,8 @@ class Backend {
   virtual void finalize() = 0;
 };
 
-// Implemented in ops/mpi_backend.cc: initialises MPI if needed and builds the backend.
-Status create_mpi_backend(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out);
+// How kolo::init() builds the backend (initialising the transport if needed). Chosen above
+// core/ (ops/init.cc passes create_mpi_backend), so that core/ names no transport.
+using BackendFactory = Status (*)(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out);
 
 }  // namespace kolo

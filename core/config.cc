@@ -35,7 +35,7 @@ const std::set<std::string>& known_names() {
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
       "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
       "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE",
-      "KOLO_CROSS_HOST_HALF_WIRE",
+      "KOLO_CROSS_HOST_HALF_WIRE",     "KOLO_DETERMINISTIC",
       "KOLO_WAIT_HELPS",               "KOLO_TEST_FAULT_RANK",
       "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_SHM_RESULT_POOL_BYTES",
       "KOLO_BURST_DEFER"};
@@ -170,6 +170,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
   if (auto v = lookup("KOLO_CROSS_HOST_HALF_WIRE")) {
     if (*v != "16bit" && *v != "float32") return bad_value("KOLO_CROSS_HOST_HALF_WIRE", *v, "16bit or float32");
     c.cross_host_half_wire = *v == "16bit";
+  }
+  if (auto v = lookup("KOLO_DETERMINISTIC")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_DETERMINISTIC", *v, "0 or 1");
+    c.deterministic = *v == "1";
   }
   if (auto v = lookup("KOLO_AUTOTUNE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_AUTOTUNE", *v, "0 or 1");

@@ -48,9 +48,14 @@ struct Config {
   // CPU allreduce across hosts: every local rank carries its slice between hosts (sliced,
   // needs the same ranks on every host) or the host's leader carries it all (leader).
   bool cross_host_sliced = true;                        // KOLO_CROSS_HOST_ALLREDUCE
-  // fp16/bf16 on the sliced path between hosts: in 16 bits (16bit: half the bytes, a partial
-  // rounded at each host it leaves) or float32 (float32: rounded once, twice the bytes).
-  bool cross_host_half_wire = true;                     // KOLO_CROSS_HOST_HALF_WIRE
+  // fp16/bf16 on the sliced path between hosts: float32 (the default: rounded once, as on one
+  // host, twice the bytes) or in 16 bits (16bit: half the bytes, a partial rounded at each
+  // host it leaves, then the sum rounded again).
+  bool cross_host_half_wire = false;                    // KOLO_CROSS_HOST_HALF_WIRE
+  // Float sums, averages and products in one order, rank 0's value first and each rank's
+  // added in rank order, with every CPU executor and host layout: the bits depend on the
+  // inputs and the rank count alone (docs/runtime.md, "One order for float sums").
+  bool deterministic = false;                           // KOLO_DETERMINISTIC
   LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
   // A tensor submitted by some ranks but not all for this long is reported (0 = never).
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS
@@ -95,7 +100,7 @@ struct Config {
   bool wait_helps = true;                // KOLO_WAIT_HELPS
   // With waiters helping, the coordinator thread leaves requests that are still arriving
   // (less than burst_hold_us apart) to the thread that will wait for them, so that a burst
-  // goes out in one board round (Coordinator::defer_burst).
+  // goes out in one board round (IdlePolicy::defer_burst).
   bool burst_defer = false;              // KOLO_BURST_DEFER
   bool autotune = false;                 // KOLO_AUTOTUNE
   std::string autotune_log;              // KOLO_AUTOTUNE_LOG: CSV of every sample

@@ -1,6 +1,6 @@
 // The coordinator loop (see core/coordinator.h and docs/runtime.md for the protocol). A
 // waiting thread's share of it (help()): core/coordinator_help.cc; what the loop does when
-// idle: core/coordinator_idle.cc.
+// idle: core/idle_policy.h.
 #include "core/coordinator.h"
 
 #include <algorithm>
@@ -10,12 +10,11 @@
 
 #include "core/burst_hold.h"
 #include "core/fusion.h"
-#include "core/host_info.h"
 #include "core/join.h"
 #include "core/liveness.h"
 #include "core/logging.h"
 #include "core/wait_help.h"
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 namespace kolo {
 namespace {
@@ -26,8 +25,10 @@ using std::chrono::microseconds;
 // Bound on every wait during shutdown.
 constexpr auto kShutdownBound = std::chrono::seconds(10);
 
-int64_t steady_ns(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+// The fast path's board: on one host with the response cache (null: no fast path).
+void* board_memory(const Config& config, Backend& backend, const Topology& topo) {
+  if (!config.fast_path || topo.size <= 1 || config.cache_capacity == 0) return nullptr;
+  return backend.fast_board_memory();
 }
 
 }  // namespace
@@ -38,85 +39,29 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       backend_(backend),
       queue_(queue),
       topo_(backend.topology()),
-      crowded_(topo_.local_size > cpus_for_ranks()),
       timeline_(topo_.rank == 0 ? timeline : nullptr),
-      sets_(sets),
       table_(topo_.size),
       cache_(config.cache_capacity),
-      fusion_threshold_(config.fusion_threshold_bytes),
-      max_sleep_us_(static_cast<int64_t>(config.cycle_time_ms * 1000.0)) {
-  if (config.fast_path && topo_.size > 1 && config.cache_capacity > 0)
-    if (void* memory = backend_.fast_board_memory())
-      board_ = std::make_unique<FastBoard>(memory, topo_.local_rank, topo_.size, config.cache_capacity);
-  helps_ = board_ != nullptr && config.wait_helps;
-  queue_.note_push_times(helps_ && config.burst_defer && config.burst_hold_us > 0);  // defer_burst's
-  // A tensor held on the board longer than this goes to rank 0, whose stall inspector
-  // then reports the ranks that never submitted it.
-  double hold_s = 1.0;
-  if (config.stall_check_seconds > 0) hold_s = std::min(hold_s, config.stall_check_seconds / 2);
-  if (config.stall_shutdown_seconds > 0) hold_s = std::min(hold_s, config.stall_shutdown_seconds / 2);
-  fast_max_hold_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hold_s));
+      sets_(sets, backend, topo_.rank, config.cache_capacity, table_),
+      tuning_(config, topo_.rank),
+      fast_(board_memory(config, backend, topo_), topo_, config, cache_,
+            [this](const Request& q, Clock::time_point now) { demote_to_table(q, now); }),
+      idle_(config, queue, fast_, topo_.size, topo_.local_size, fast_.on() && config.wait_helps) {
   table_.set_horovod_join(config.join_horovod);
-  join_divides_by_all_ = config.join_horovod;
   if (timeline_)  // the executors look at timeline_->enabled() themselves
     for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
-  if (config.autotune && topo_.rank == 0) {
-    AutotuneOptions o;
-    o.initial = AutotuneParams::make(config.fusion_threshold_bytes, config.cycle_time_ms, config.cpu_chunk_bytes);
-    o.max_samples = config.autotune_samples;
-    o.records_per_sample = config.autotune_window;
-    o.warmup_samples = std::min(o.warmup_samples, std::max(0, o.max_samples - 1));
-    tuner_ = std::make_unique<Autotuner>(o);
-    last_record_ = Clock::now();
-    if (!config.autotune_log.empty()) {
-      autotune_log_.open(config.autotune_log, std::ios::out | std::ios::trunc);
-      if (autotune_log_) autotune_log_ << Autotuner::csv_header() << "\n" << std::flush;
-      else KOLO_LOG(LogLevel::kWarning, "KOLO_AUTOTUNE_LOG=\"" << config.autotune_log << "\": cannot write");
-    }
-  }
-}
-
-void Coordinator::tune_after(const ResponseList& list) {
-  uint64_t bytes = 0;
-  for (const Response& r : list.responses)
-    if (r.type == Response::Type::kAllreduce) bytes += response_bytes(r);
-  tune_record(bytes);
-}
-
-void Coordinator::tune_record(uint64_t bytes) {
-  if (bytes == 0 || tuner_->done()) return;
-  const auto now = Clock::now();
-  tuner_->record(bytes, std::chrono::duration<double>(now - last_record_).count());
-  last_record_ = now;
-  if (auto p = tuner_->take_new_params()) pending_params_ = p;
-  for (const auto& row : tuner_->take_new_rows())
-    if (autotune_log_) autotune_log_ << row << "\n" << std::flush;
-  if (tuner_->done() && !pending_params_)
-    KOLO_LOG(LogLevel::kInfo, "autotune done: fusion threshold " << tuner_->current().fusion_threshold_bytes()
-                                  << " B, cycle " << tuner_->current().cycle_time_ms() << " ms, chunk "
-                                  << tuner_->current().cpu_chunk_bytes() << " B");
 }
 
 void Coordinator::apply_params(const ResponseList& list) {
-  if (!list.has_params) return;
-  fusion_threshold_ = static_cast<size_t>(list.fusion_threshold_bytes);
-  max_sleep_us_ = std::max<int64_t>(1, static_cast<int64_t>(list.cycle_time_ms * 1000.0));
+  if (!tuning_.apply(list)) return;
+  idle_.set_max_sleep(microseconds(std::max<int64_t>(1, static_cast<int64_t>(list.cycle_time_ms * 1000.0))));
   for (Executor* e : backend_.executors()) e->set_cpu_chunk_bytes(static_cast<size_t>(list.cpu_chunk_bytes));
 }
 
 Status Coordinator::add_request(const Request& q, int rank, Clock::time_point now) {
-  MessageTable* table = table_for(q.process_set);
+  MessageTable* table = sets_.table_for(q.process_set);
   if (table == nullptr) {
-    // The submitting rank had the set registered; rank 0 no longer (or not yet) has: it
-    // fails on the ranks that submitted it (the others skip an error on a set they lack).
-    Response e;
-    e.type = Response::Type::kError;
-    e.names = {q.name};
-    e.process_set = q.process_set;
-    e.error = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": process set " +
-              std::to_string(q.process_set) + " is not registered on rank 0 (it was removed, or its "
-              "kolo::add_process_set has not completed on every rank)";
-    orphans_.push_back(std::move(e));
+    sets_.add_orphan(q, rank);
     return Status::ok();
   }
   bool first = false;
@@ -125,7 +70,7 @@ Status Coordinator::add_request(const Request& q, int rank, Clock::time_point no
     if (first) timeline_->begin(q.name, "NEGOTIATE");
     timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
   }
-  if (!set_tables_.empty() && q.group.empty()) fail_cross_set(q);
+  if (sets_.any_tables() && q.group.empty()) sets_.fail_cross_set(q);
   return Status::ok();
 }
 
@@ -134,9 +79,8 @@ Coordinator::~Coordinator() { join(); }
 void Coordinator::start() {
   running_ = true;
   last_stall_check_ = Clock::now();
-  last_activity_ns_ = steady_ns(Clock::now());
   thread_ = std::thread([this] { loop(); });
-  if (helps_) detail::attach_wait_helper(this);
+  if (idle_.helps()) detail::attach_wait_helper(this);
 }
 
 namespace {
@@ -152,7 +96,7 @@ void Coordinator::request_shutdown(const std::string& reason) {
   }
   shutdown_requested_ = true;
   queue_.notify();
-  if (helps_) wake_nap();
+  if (idle_.helps()) idle_.wake_nap();
 }
 
 std::string Coordinator::take_reason() {
@@ -162,11 +106,11 @@ std::string Coordinator::take_reason() {
 
 void Coordinator::join() {
   if (thread_.joinable()) thread_.join();
-  if (helps_) detail::detach_wait_helper();
+  if (idle_.helps()) detail::detach_wait_helper();
 }
 
 void Coordinator::stop(const Status& reason) {
-  if (board_) board_->leave();
+  fast_.leave();
   queue_.close(reason);
   running_ = false;
 }
@@ -227,25 +171,24 @@ bool Coordinator::pass(bool* activity) {
     const int64_t exec_after =
         execution_ns_.load(std::memory_order_relaxed) + rendezvous_ns_.load(std::memory_order_relaxed);
     coordination_ns_.fetch_add(cycle_ns - (exec_after - exec_before), std::memory_order_relaxed);
-    last_activity_ns_.store(steady_ns(now), std::memory_order_relaxed);
-    note_pass(steady_ns(now), cycle_ns);
+    idle_.note_activity(now, std::chrono::nanoseconds(cycle_ns));
   }
   return true;
 }
 
 void Coordinator::loop() {
   while (running_) {
-    if (nap_for_helpers()) continue;  // core/coordinator_idle.cc
-    std::unique_lock<std::mutex> lock(engine_mu_, std::try_to_lock);
+    if (idle_.nap_for_helpers()) continue;
+    std::unique_lock<std::mutex> lock(idle_.engine(), std::try_to_lock);
     if (!lock.owns_lock()) continue;  // a helper is inside a pass: it counted itself in first
     bool activity = false;
     if (!pass(&activity)) break;
     lock.unlock();
     if (activity) {
-      helped_last_.store(false, std::memory_order_relaxed);
+      idle_.note_loop_activity();
       continue;
     }
-    idle_wait();
+    idle_.idle_wait();
   }
   // A signal kolo intercepted ends the process as the signal would have, now that every
   // peer has been told why.
@@ -260,13 +203,17 @@ Status Coordinator::root_cycle(bool* activity) {
   auto now = pass_start_;
   const bool my_join = queue_.take_join();  // before the requests pushed ahead of it
   const size_t mine = queue_.take_requests(&requests_, &request_slots_);
-  if (my_join) fast_pause(), fast_pause_out_ = board_ != nullptr;  // what it holds goes to the table first
+  if (my_join) fast_.pause_everyone();  // what it holds goes to the table first
   for (size_t i = 0; i < mine; ++i) {
-    Request& q = requests_[i];  // fast_hold swaps a held one out
+    Request& q = requests_[i];  // fast_.hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q, request_slots_[i], now)) continue;
+    // While a peer owes a request to a failed round of the name (MessageTable::fail_pending),
+    // rank 0 sends it through its table, whose entry demotes the name on every rank: the owed
+    // request then reaches rank 0 and settles there instead of pairing with this round on
+    // the board.
+    if (!table_.owes(q.name) && fast_.hold(q, request_slots_[i], now)) continue;
     KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
-    fast_note_table(q);
+    fast_.note_table(q);
   }
   if (my_join) {
     KOLO_RETURN_IF_ERROR(table_.join(0));
@@ -297,41 +244,13 @@ Status Coordinator::root_cycle(bool* activity) {
     KOLO_RETURN_IF_ERROR(decode(bytes.data(), bytes.size(), &list));
     now = Clock::now();
     last_arrival_ = now;
-    peer_requests_full_.fetch_add(list.requests.size(), std::memory_order_relaxed);
-    peer_requests_cached_.fetch_add(list.cached.size() + list.set_cached.size(), std::memory_order_relaxed);
-    peer_set_requests_cached_.fetch_add(list.set_cached.size(), std::memory_order_relaxed);
-    peer_set_requests_full_.fetch_add(
-        std::count_if(list.requests.begin(), list.requests.end(), [](const Request& q) { return q.process_set != 0; }),
-        std::memory_order_relaxed);
-    for (const Request& q : list.requests) {
-      KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
-      fast_note_table(q);
-    }
-    for (uint32_t id : list.cached) {
-      const Request* known = cache_.get(id);
-      if (!known || known->kind == OpKind::kAlltoall)  // alltoall travels in full (find_for_root)
-        return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
-                                std::to_string(id) + ", which rank 0 does not have");
-      KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
-      fast_note_table(*known);
-    }
-    if (!list.set_cached.empty()) KOLO_RETURN_IF_ERROR(add_set_cached(list.set_cached, source, now));
-    if (list.join) {
-      KOLO_RETURN_IF_ERROR(table_.join(source));
-      fast_pause(), fast_pause_out_ = board_ != nullptr;
-    }
-    if (list.shutdown && !shutdown) {
-      shutdown = true;
-      reason = !list.shutdown_reason.empty()
-                   ? list.shutdown_reason
-                   : "kolo was shut down by rank " + std::to_string(source) + " while this collective was pending";
-    }
+    KOLO_RETURN_IF_ERROR(add_peer_list(list, source, now, &shutdown, &reason));
   }
   check_stalls(&shutdown, &reason);
   // While this rank's round is open it must not start a list (a peer may be about to run
   // what the round agrees).
   KOLO_RETURN_IF_ERROR(fast_step(activity, /*offer=*/false));
-  if (board_ && board_->open()) {
+  if (fast_.open()) {
     size_t in_flight = 0;
     return backend_.channel().progress(&in_flight);
   }
@@ -339,7 +258,7 @@ Status Coordinator::root_cycle(bool* activity) {
   std::vector<Response> ready;
   if (!hold_burst(shutdown)) {
     Status remembered;
-    ready = take_ready_all(&remembered);
+    ready = sets_.take_ready_all(tuning_.fusion_threshold(), cache_.enabled(), &remembered);
     KOLO_RETURN_IF_ERROR(remembered);
   }
   if (timeline_on() && !ready.empty()) {
@@ -353,12 +272,10 @@ Status Coordinator::root_cycle(bool* activity) {
   // Every rank has joined: the names still pending are complete (taken above, as nothing is
   // held then), and this list ends everyone's join().
   const bool join_done = table_.all_joined();
-  if (!ready.empty() || shutdown || pending_params_ || join_done || !fast_demote_out_.empty() || fast_pause_out_) {
+  if (!ready.empty() || shutdown || tuning_.has_news() || join_done || fast_.has_news()) {
     ResponseList list;
     list.responses = std::move(ready);
-    list.fast_demote.swap(fast_demote_out_);
-    list.fast_pause = fast_pause_out_;
-    fast_pause_out_ = false;
+    fast_.put_news(&list);
     if (join_done) {
       list.join_done = true;
       list.last_joined = table_.last_joined();
@@ -366,23 +283,17 @@ Status Coordinator::root_cycle(bool* activity) {
     }
     list.shutdown = shutdown;
     list.shutdown_reason = reason;
-    if (pending_params_) {
-      list.has_params = true;
-      list.fusion_threshold_bytes = pending_params_->fusion_threshold_bytes();
-      list.cycle_time_ms = pending_params_->cycle_time_ms();
-      list.cpu_chunk_bytes = pending_params_->cpu_chunk_bytes();
-      pending_params_.reset();
-    }
+    tuning_.put_news(&list);
     if (topo_.size > 1) KOLO_RETURN_IF_ERROR(backend_.channel().send_to_all(encode(list)));
     KOLO_RETURN_IF_ERROR(execute_list(list));
     apply_params(list);
-    if (tuner_) tune_after(list);
+    if (tuning_.tuning()) tuning_.record(list);
     *activity = true;
     if (shutdown) {
       // Rank 0 runs no board round from here on: leaving now lets a peer stuck in an open
       // round see it (fast_resolve: peer_left), give up the board and read the shutdown list,
       // instead of waiting out the acknowledgements' 10 s bound (then stop()'s leave()).
-      if (board_) board_->leave();
+      fast_.leave();
       root_drain_acks();
       stop(Status::aborted(reason));
       return Status::ok();
@@ -418,18 +329,17 @@ Status Coordinator::shutdown_instead(const Status& dead) {
 Status Coordinator::worker_cycle(bool* activity) {
   RequestList out;
   out.join = queue_.take_join();  // before the requests pushed ahead of it
-  if (out.join) fast_pause();     // what it holds travels ahead of the join
+  if (out.join) fast_.pause();    // what it holds travels ahead of the join
   // Requests held for the board and then sent to rank 0 instead go first: they were
   // submitted before the new ones.
-  out.requests.swap(fast_to_root_.requests);
-  out.cached.swap(fast_to_root_.cached);
+  fast_.take_for_root(&out);
   const size_t mine = queue_.take_requests(&requests_, &request_slots_);
   const auto now = pass_start_;  // one reading per batch (the pass's)
   for (size_t i = 0; i < mine; ++i) {
-    Request& q = requests_[i];  // fast_hold swaps a held one out
+    Request& q = requests_[i];  // fast_.hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_hold(q, request_slots_[i], now)) continue;
-    add_for_root(q, &out);
+    if (fast_.hold(q, request_slots_[i], now)) continue;
+    sets_.add_for_root(q, cache_, &out);
   }
   if (shutdown_requested_ && !shutdown_sent_) {
     out.shutdown = true;
@@ -447,7 +357,7 @@ Status Coordinator::worker_cycle(bool* activity) {
     size_t sending = 0;
     return backend_.channel().progress(&sending);
   }
-  for (; !(board_ && board_->open());) {
+  while (!fast_.open()) {
     std::vector<uint8_t> bytes;
     bool got = false;
     KOLO_RETURN_IF_ERROR(backend_.channel().poll_from_root(&bytes, &got));
@@ -478,8 +388,49 @@ Status Coordinator::worker_cycle(bool* activity) {
   return backend_.channel().progress(&in_flight);
 }
 
+Status Coordinator::add_peer_list(const RequestList& list, int source, Clock::time_point now, bool* shutdown,
+                                  std::string* reason) {
+  peer_requests_full_.fetch_add(list.requests.size(), std::memory_order_relaxed);
+  peer_requests_cached_.fetch_add(list.cached.size() + list.set_cached.size(), std::memory_order_relaxed);
+  peer_set_requests_cached_.fetch_add(list.set_cached.size(), std::memory_order_relaxed);
+  peer_set_requests_full_.fetch_add(
+      std::count_if(list.requests.begin(), list.requests.end(), [](const Request& q) { return q.process_set != 0; }),
+      std::memory_order_relaxed);
+  for (const Request& q : list.requests) {
+    KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
+    fast_.note_table(q);
+  }
+  for (uint32_t id : list.cached) {
+    const Request* known = cache_.get(id);
+    if (!known || known->kind == OpKind::kAlltoall)  // alltoall travels in full (find_for_root)
+      return Status::internal("rank " + std::to_string(source) + " named response-cache entry " +
+                              std::to_string(id) + ", which rank 0 does not have");
+    KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
+    fast_.note_table(*known);
+  }
+  for (const CachedInSet& c : list.set_cached) {
+    const Request* known = sets_.cached(c);
+    if (!known)  // or an alltoall, which travels in full (find_for_root)
+      return Status::internal("rank " + std::to_string(source) + " named entry " + std::to_string(c.id) +
+                              " of process set " + std::to_string(c.process_set) +
+                              "'s response cache, which rank 0 does not have");
+    KOLO_RETURN_IF_ERROR(add_request(*known, source, now));
+  }
+  if (list.join) {
+    KOLO_RETURN_IF_ERROR(table_.join(source));
+    fast_.pause_everyone();
+  }
+  if (list.shutdown && !*shutdown) {
+    *shutdown = true;
+    *reason = !list.shutdown_reason.empty()
+                  ? list.shutdown_reason
+                  : "kolo was shut down by rank " + std::to_string(source) + " while this collective was pending";
+  }
+  return Status::ok();
+}
+
 bool Coordinator::hold_burst(bool shutdown) {
-  if (config_.burst_hold_us == 0 || table_.num_ready() == 0 || shutdown || pending_params_ ||
+  if (config_.burst_hold_us == 0 || table_.num_ready() == 0 || shutdown || tuning_.has_news() ||
       table_.all_joined()) {
     holding_ = false;
     return false;
@@ -495,7 +446,7 @@ bool Coordinator::hold_burst(bool shutdown) {
   BurstHoldOptions o;
   o.gap = std::chrono::microseconds(config_.burst_hold_us);
   o.max_hold = 5 * o.gap;
-  o.fusion_threshold_bytes = fusion_threshold_;
+  o.fusion_threshold_bytes = tuning_.fusion_threshold();
   holding_ = hold_ready(s, o);
   return holding_;
 }
@@ -546,13 +497,12 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
   if (config_.stall_shutdown_seconds > 0) threshold = std::min(threshold, config_.stall_shutdown_seconds);
   std::vector<std::pair<int32_t, MessageTable::Pending>> stalled;
   for (auto& p : table_.stalled(threshold, now)) stalled.emplace_back(0, std::move(p));
-  for (auto& [id, table] : set_tables_)
-    for (auto& p : table->stalled(threshold, now)) stalled.emplace_back(id, std::move(p));
+  sets_.stalled(threshold, now, &stalled);
   for (const auto& [set, p] : stalled) {
     std::string msg = std::string(op_kind_name(p.kind)) + " \"" + p.name + "\" was submitted by rank(s) " +
                       join_ranks(p.ready_ranks) + " but not by rank(s) " + join_ranks(p.missing_ranks) + " for " +
                       std::to_string(static_cast<int>(p.waited_seconds)) + " s";
-    if (set != 0) msg += " (on " + describe_process_set(set, *set_members(set)) + ")";
+    if (set != 0) msg += " (on " + describe_process_set(set, *sets_.members(set)) + ")";
     if (config_.stall_shutdown_seconds > 0 && p.waited_seconds >= config_.stall_shutdown_seconds) {
       if (!*shutdown) {
         *shutdown = true;
@@ -568,7 +518,7 @@ void Coordinator::check_stalls(bool* shutdown, std::string* reason) {
 }
 
 Status Coordinator::execute_list(const ResponseList& list) {
-  ++lists_started_;  // what this rank's records on the fast path's board say
+  fast_.list_started();  // what this rank's records on the fast path's board say
   const auto& rs = list.responses;
   // The rendezvous is global (every rank): only lists with a global-set collective make it,
   // so that sets of other ranks never wait for each other here; the members of a set meet
@@ -590,7 +540,7 @@ Status Coordinator::execute_list(const ResponseList& list) {
     rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
                              std::memory_order_relaxed);
   }
-  met_sets_.clear();
+  sets_.list_begins();
   for (size_t i = 0; i < rs.size(); ++i) {
     Status taken = i == 0 ? std::move(first_taken) : take(rs[i]);
     if (Status met = meet_set(rs[i]); !met.is_ok()) {
@@ -599,14 +549,7 @@ Status Coordinator::execute_list(const ResponseList& list) {
     }
     execute_one(rs[i], std::move(taken));
   }
-  // The list's demotions first, then: a name sent to rank 0 instead of the board may use the
-  // board again once it has run — also when this list both demotes and runs it (the usual
-  // case: rank 0 demotes a name as the request that completes it arrives; nobody can hold
-  // a name on the board while it is in flight through the table).
-  fast_after_list(list);
-  if (!fast_demoted_.empty())
-    for (const Response& r : rs)
-      for (const std::string& n : r.names) fast_demoted_.erase(n);
+  fast_.after_list(list);  // its demotions and pause; its names may use the board again
   // After the responses: a joined rank's join() returns once the last collectives it took
   // part in are done.
   if (list.join_done) queue_.complete_join(Status::ok(), list.last_joined);
@@ -619,12 +562,23 @@ void Coordinator::fail_taken(const Response& r, const Status& taken, const Statu
   for (auto& e : entries_) e.handle->complete(why), e.handle.reset();
 }
 
+Status Coordinator::meet_set(const Response& r) {
+  if (!sets_.must_meet(r)) return Status::ok();
+  const auto t0 = Clock::now();
+  Status s = backend_.rendezvous_set(r.process_set, *sets_.members(r.process_set), [this] { return fast_answer_board(); });
+  rendezvous_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                           std::memory_order_relaxed);
+  return s;
+}
+
 Status Coordinator::take(const Response& r) {
   // An error response may name tensors only some ranks submitted (a grouped collective whose
   // ranks disagree on its members, a set rank 0 does not know): each rank fails those it has
   // on that set. Ranks outside a set take nothing for its other responses.
   const bool error = r.type == Response::Type::kError;
-  if (!error && !member_of(r)) {
+  const bool addressed = !error || r.ranks.empty() ||
+                         std::binary_search(r.ranks.begin(), r.ranks.end(), static_cast<int32_t>(topo_.rank));
+  if ((!error && !sets_.member_of(r)) || !addressed) {
     entries_.clear();
     return Status::ok();
   }
@@ -642,7 +596,7 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
     KOLO_LOG(LogLevel::kError, s.message());
     return;
   }
-  if (r.type != Response::Type::kError && !member_of(r)) {  // another set's collective
+  if (r.type != Response::Type::kError && !sets_.member_of(r)) {  // another set's collective
     if (timeline_on())
       for (const auto& n : r.names) timeline_->end(n);  // rank 0 queued it in its timeline
     return;
@@ -676,7 +630,7 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
     }
     const std::vector<Executor*>* executors = &backend_.executors();
     if (r.process_set != 0) {
-      s = backend_.set_executors(r.process_set, *set_members(r.process_set), &executors);
+      s = backend_.set_executors(r.process_set, *sets_.members(r.process_set), &executors);
       if (!s.is_ok()) executors = nullptr;
     }
     static const std::vector<Executor*> kNone;
@@ -695,9 +649,9 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
                  : Status::invalid_argument("\"" + r.names[0] + "\": no executor runs " + device_name(r.device) +
                                             " tensors in this build");
     if (s.is_ok() && average_joined && !stand_in) {
-      const int contributors = join_divides_by_all_ ? topo_.size : topo_.size - static_cast<int>(r.joined.size());
+      const int contributors = config_.join_horovod ? topo_.size : topo_.size - static_cast<int>(r.joined.size());
       for (const TensorEntry& e : entries)
-        ops::apply_postscale(e.view.data, static_cast<size_t>(e.view.num_elements()), r.dtype, ReduceOp::kAverage,
+        kernels::apply_postscale(e.view.data, static_cast<size_t>(e.view.num_elements()), r.dtype, ReduceOp::kAverage,
                              contributors, r.postscale);
     }
     execution_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
@@ -715,9 +669,9 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
   // later ids would name other tensors on rank 0). Error responses carry each rank's own
   // disagreeing request and are never remembered.
   // Responses with joined ranks are not remembered on any rank (a stand-in lacks the shape).
-  // Another set's cache: rank 0 remembered the response when it emitted it (remember_emitted).
+  // Another set's cache: rank 0 remembered the response when it emitted it (take_ready_all).
   if (remember && cache_.enabled() && r.type != Response::Type::kError && r.joined.empty()) {
-    ResponseCache* c = r.process_set == 0 ? &cache_ : topo_.rank != 0 ? &set_cache(r.process_set) : nullptr;
+    ResponseCache* c = r.process_set == 0 ? &cache_ : topo_.rank != 0 ? &sets_.cache(r.process_set) : nullptr;
     if (c != nullptr)
       for (const auto& e : entries) c->remember(e.request, &r.sizes, e.cache_hint);  // r.sizes: an alltoall's matrix
   }
@@ -754,9 +708,9 @@ RuntimeStats Coordinator::stats() const {
   st.peer_requests_full = peer_requests_full_.load();
   st.peer_set_requests_cached = peer_set_requests_cached_.load();
   st.peer_set_requests_full = peer_set_requests_full_.load();
-  st.fast_collectives = fast_collectives_.load();
-  st.fast_rounds = fast_rounds_.load();
-  st.helped_passes = helped_passes_.load();
+  st.fast_collectives = fast_.collectives();
+  st.fast_rounds = fast_.rounds();
+  st.helped_passes = idle_.helped_passes();
   return st;
 }
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 namespace kolo {
 namespace {
@@ -44,7 +44,7 @@ void stand_in_entries(const Response& r, std::vector<TensorEntry>* out, std::vec
     } else {
       e.view.shape = {static_cast<int64_t>(counts[i])};
     }
-    if (r.type == Response::Type::kAllreduce) ops::fill_identity(e.view.data, counts[i], r.dtype, r.reduce_op);
+    if (r.type == Response::Type::kAllreduce) kernels::fill_identity(e.view.data, counts[i], r.dtype, r.reduce_op);
     const OpKind kind = r.type == Response::Type::kAllreduce   ? OpKind::kAllreduce
                         : r.type == Response::Type::kBroadcast ? OpKind::kBroadcast
                                                                : OpKind::kAllgather;

@@ -3,7 +3,7 @@
 //
 // Rank 0 lists such ranks in Response::joined (core/negotiation.h). On a listed rank the
 // coordinator runs the response on stand-ins instead of the queue's entries: the op's
-// identity for allreduce (ops/cpu_reduce.h: fill_identity), a buffer that receives and
+// identity for allreduce (kernels/cpu_reduce.h: fill_identity), a buffer that receives and
 // discards the root's data for broadcast, no rows for allgather. Their handles are private
 // and never reach a user. CPU only: rank 0 fails GPU collectives that have joined ranks.
 //

@@ -1,7 +1,7 @@
-// core/runtime_access.h — what the runtime's entry points outside core/runtime.cc (the
-// process-set API, core/process_set_api.cc; the dist KVStore, kvstore/) need of the one
-// process-wide runtime that core/runtime.cc owns, behind the same gate as a submission
-// (docs/correctness.md, findings 5 and 20).
+// core/runtime_access.h — what the runtime's entry points outside core/runtime.cc and
+// core/collectives.cc (the process-set API, core/process_set_api.cc; the dist KVStore,
+// kvstore/) need of the one process-wide runtime that core/runtime.cc owns, behind the same
+// gate as a submission (docs/correctness.md, findings 5 and 20).
 //
 // A RuntimeLease enters the gate: while it lives, kolo::shutdown() on another thread waits
 // before it tears anything down, so the pointers stay valid. Once shutdown() has begun, a new

@@ -3,17 +3,15 @@
 
 #include <thread>
 
-#include "core/coordinator.h"
-
 namespace kolo::detail {
 namespace {
 
-std::atomic<Coordinator*> g_target{nullptr};
+std::atomic<WaitHelper*> g_target{nullptr};
 std::atomic<int> g_inside{0};  // threads between the two counts in help_wait
 
 }  // namespace
 
-void attach_wait_helper(Coordinator* c) { g_target.store(c); }
+void attach_wait_helper(WaitHelper* h) { g_target.store(h); }
 
 void detach_wait_helper() {
   g_target.store(nullptr);
@@ -25,7 +23,7 @@ void detach_wait_helper() {
 void help_wait(const std::atomic<bool>& done, std::chrono::steady_clock::time_point deadline) {
   if (done.load(std::memory_order_acquire)) return;
   g_inside.fetch_add(1);
-  if (Coordinator* c = g_target.load()) c->help(done, deadline);
+  if (WaitHelper* h = g_target.load()) h->help(done, deadline);
   g_inside.fetch_sub(1);
 }
 

@@ -12,7 +12,9 @@
 // before, and the coordinator thread takes over again.
 //
 // Only where the coordinator allows it (one host with the fast path's board, KOLO_WAIT_HELPS=1).
-// Ownership: the registry borrows the coordinator between attach and detach.
+// The helper is reached through one process-wide pointer: a handle's wait knows no runtime
+// (the one runtime per process, core/runtime_state.h). Ownership: the registry borrows the
+// helper between attach and detach.
 // Thread safety: help_wait from any thread; attach/detach from the thread that owns the
 // coordinator (detach waits, bounded by one pass, for helpers inside it to leave).
 #pragma once
@@ -22,12 +24,21 @@
 
 namespace kolo {
 
-class Coordinator;
-
 namespace detail {
 
-// Lets waiting threads help `c` (null: nobody to help).
-void attach_wait_helper(Coordinator* c);
+// What a waiting thread can help: the coordinator (Coordinator::help).
+class WaitHelper {
+ public:
+  // Runs passes on the calling thread until `done`, or as the helper decides to stop; with
+  // a `deadline`, only passes expected to end before it.
+  virtual void help(const std::atomic<bool>& done, std::chrono::steady_clock::time_point deadline) = 0;
+
+ protected:
+  ~WaitHelper() = default;
+};
+
+// Lets waiting threads help `h` (null: nobody to help).
+void attach_wait_helper(WaitHelper* h);
 // Stops new helpers and waits until none is inside the coordinator any more.
 void detach_wait_helper();
 // Runs the attached coordinator's passes on this thread until `done`, the coordinator

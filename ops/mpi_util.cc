@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" void AnnotateBenignRaceSized(const char* file, int line, const volatile void* mem, size_t size,

@@ -91,7 +91,7 @@ cudaError_t launch_elementwise(size_t n, cudaStream_t stream, Fn fn) {
   return cudaGetLastError();
 }
 
-// Mirrors ops/cpu_reduce.cc scale_copy: floats scale by (float)f, double by f, integers in
+// Mirrors kernels/cpu_reduce.cc scale_copy: floats scale by (float)f, double by f, integers in
 // double truncated toward zero.
 template <class T>
 cudaError_t scale_int(void* buf, size_t n, double f, cudaStream_t s) {

@@ -3,7 +3,7 @@
 // and the postscale/average step of allreduce), and fp16/bf16 <-> fp32 casts.
 //
 // Each launcher enqueues its work on `stream` and returns the launch's cudaError_t (it never
-// synchronizes). Numerics match the CPU reference in ops/cpu_reduce.h exactly: 16-bit floats
+// synchronizes). Numerics match the CPU reference in kernels/cpu_reduce.h exactly: 16-bit floats
 // are widened to float, scaled by (float)factor and rounded to nearest even; integers are
 // scaled in double and truncated toward zero; integer averages divide and truncate.
 //

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/mpi_util.h"
 #include "ops/shm/shm_pieces.h"
 

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_kernels.h"
 #include "ops/shm/shm_pieces.h"

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "core/logging.h"
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_kernels.h"

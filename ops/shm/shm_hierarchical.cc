@@ -5,7 +5,7 @@
 #include <climits>
 #include <vector>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/mpi_util.h"
 #include "ops/shm/shm_pieces.h"
 

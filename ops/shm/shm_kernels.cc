@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 namespace kolo::shm {
 namespace {

@@ -10,7 +10,7 @@
 // does the same multiplications and additions in the same order, selected at run time.
 // fp16/bf16: every source is widened to float32 (times the prescale, in float32), combined
 // in float32 in the same order, multiplied by the post factor and rounded to 16 bits once
-// (ops/cpu_reduce.h); sums run in registers (F16C/AVX2), other ops a block at a time.
+// (kernels/cpu_reduce.h); sums run in registers (F16C/AVX2), other ops a block at a time.
 // Thread safety: pure functions on caller-owned memory.
 #pragma once
 

@@ -9,7 +9,7 @@
 //     into its buffer; it copies every other rank's finished slice out of that rank's slot.
 #include <algorithm>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_kernels.h"
 #include "ops/shm/shm_pieces.h"

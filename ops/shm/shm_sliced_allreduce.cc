@@ -13,7 +13,7 @@
 // that sits in a shared-memory wait, and its share of the link does not idle.
 #include <algorithm>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/mpi_util.h"
 #include "ops/shm/shm_hierarchical.h"
 #include "ops/shm/shm_pieces.h"

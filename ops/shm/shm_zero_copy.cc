@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/shm/shm_arena.h"
 #include "ops/shm/shm_group.h"
 #include "ops/shm/shm_kernels.h"

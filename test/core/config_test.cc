@@ -198,10 +198,10 @@ TEST_CASE("KOLO_CROSS_HOST_ALLREDUCE: sliced (default) or leader", "[config]") {
   CHECK(s.message() == "KOLO_CROSS_HOST_ALLREDUCE=\"ring\" is not valid: expected sliced or leader");
 }
 
-TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: 16bit (default) or float32", "[config]") {
+TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: float32 (default) or 16bit", "[config]") {
   Config c;
   REQUIRE(parse({}, &c).is_ok());
-  CHECK(c.cross_host_half_wire);
+  CHECK_FALSE(c.cross_host_half_wire);
   REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "float32"}}, &c).is_ok());
   CHECK_FALSE(c.cross_host_half_wire);
   REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "16bit"}}, &c).is_ok());
@@ -222,4 +222,19 @@ TEST_CASE("KOLO_JOIN_RULES: kolo (default) or horovod", "[config]") {
   Status s = parse({{"KOLO_JOIN_RULES", "Horovod"}}, &c);
   REQUIRE_FALSE(s.is_ok());
   CHECK(s.message() == "KOLO_JOIN_RULES=\"Horovod\" is not valid: expected kolo or horovod");
+}
+
+TEST_CASE("KOLO_DETERMINISTIC: 0 (default) or 1", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK_FALSE(c.deterministic);
+  REQUIRE(parse({{"KOLO_DETERMINISTIC", "1"}}, &c).is_ok());
+  CHECK(c.deterministic);
+  REQUIRE(parse({{"KOLO_DETERMINISTIC", "0"}}, &c).is_ok());
+  CHECK_FALSE(c.deterministic);
+  for (const char* bad : {"yes", "2", "", "true"}) {
+    Status s = parse({{"KOLO_DETERMINISTIC", bad}}, &c);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.message() == "KOLO_DETERMINISTIC=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
+  }
 }

@@ -1,4 +1,4 @@
-// ops/gpu kernels against the CPU reference (ops/cpu_reduce.h, kolo/tensor.h conversions):
+// ops/gpu kernels against the CPU reference (kernels/cpu_reduce.h, kolo/tensor.h conversions):
 // results must match bit for bit. Needs a GPU (run with --needs-gpu).
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <random>
 
 #include "kolo/tensor.h"
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/gpu/kernels.h"
 #include "test/gpu/gpu_test_util.h"
 

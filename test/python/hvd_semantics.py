@@ -71,10 +71,13 @@ def test_alltoall_gradient_returns_each_row_its_receivers_gradient(n, r):
                 want[at] = 100 * j + start + k
                 at += 1
         check(fails, close(x.grad, want), "alltoall grad %s, want %s" % (x.grad.tolist(), want.tolist()))
-    # Equal shares: no splits given, output only.
-    y = torch.ones(2 * n, 3, requires_grad=True)
-    (hvd.alltoall(y, name="ag.a2a.even") * 2).sum().backward()
-    check(fails, close(y.grad, torch.full((2 * n, 3), 2.0)), "even alltoall grad %s" % y.grad.tolist())
+    # Equal shares (no splits, output only) of first dimensions that differ per rank: the
+    # gradient goes back by the rows each rank received, not by equal shares.
+    y = torch.ones(n * (r + 1), 3, requires_grad=True)
+    out = hvd.alltoall(y, name="ag.a2a.even")
+    check(fails, out.shape[0] == n * (n + 1) // 2, "even alltoall rows %d" % out.shape[0])
+    (out * 2).sum().backward()
+    check(fails, close(y.grad, torch.full((n * (r + 1), 3), 2.0)), "even alltoall grad %s" % y.grad.tolist())
     agree(fails, "alltoall-grad")
 
 

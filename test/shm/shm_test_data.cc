@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "kolo/tensor.h"
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 namespace kolo::shm::testing {
 namespace {

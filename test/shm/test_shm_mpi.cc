@@ -14,7 +14,7 @@
 #include <cmath>
 #include <memory>
 
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 #include "ops/mpi_util.h"
 #include "ops/shm/shm_hierarchical.h"
 #include "test/shm/shm_test_data.h"

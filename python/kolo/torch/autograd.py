@@ -88,23 +88,26 @@ class Broadcast(torch.autograd.Function):
 class Alltoall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
-        result = scatter_ops._blocking("alltoall", name, lambda n: scatter_ops.alltoall_async(
-            tensor.detach(), splits, n, process_set))
-        ctx.ps = process_set
-        if splits is None:
-            # Equal shares both ways: the reverse exchange needs no splits either.
-            ctx.received = None
+        handles = []
+
+        def start(n):
+            h = scatter_ops.alltoall_async(tensor.detach(), splits, n, process_set)
+            handles.append(mpi_ops._record(h, "alltoall").handle)
+            return h
+        result = scatter_ops._blocking("alltoall", name, start)
+        # The reverse exchange sends back what each rank sent here (even without splits: the
+        # ranks' first dimensions may differ).
+        ctx.received = torch.tensor(handles[0].received_splits(), dtype=torch.int32)
+        ctx.ps, ctx.tuple = process_set, splits is not None
+        if not ctx.tuple:
             return result
         out, received = result
-        ctx.received = received
         ctx.mark_non_differentiable(received)
         return out, received
 
     @staticmethod
     def backward(ctx, grad_output, *unused):
-        back = scatter_ops.alltoall(grad_output.contiguous(), splits=ctx.received, process_set=ctx.ps)
-        if ctx.received is not None:
-            back = back[0]
+        back, _ = scatter_ops.alltoall(grad_output.contiguous(), splits=ctx.received, process_set=ctx.ps)
         return back, None, None, None
 
 

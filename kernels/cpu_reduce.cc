@@ -1,6 +1,6 @@
-// Element-wise kernels of ops/cpu_reduce.h. Written as plain loops over typed pointers so the
+// Element-wise kernels of kernels/cpu_reduce.h. Written as plain loops over typed pointers so the
 // compiler vectorises them; fp16 uses the F16C instructions when the CPU has them.
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 #include <immintrin.h>
 
@@ -12,7 +12,7 @@
 
 #include "kolo/tensor.h"
 
-namespace kolo::ops {
+namespace kolo::kernels {
 namespace {
 
 template <class T>
@@ -363,4 +363,4 @@ void combine_float(float* acc, const float* x, size_t n, ReduceOp op) {
   Combine<float>::run(acc, acc, x, n, op);
 }
 
-}  // namespace kolo::ops
+}  // namespace kolo::kernels

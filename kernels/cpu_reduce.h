@@ -1,5 +1,7 @@
-// ops/cpu_reduce.h — element-wise reduction and scaling kernels for CPU buffers, used by
-// every CPU executor (MPI user-defined ops, the fusion copy-in/out, shared memory).
+// kernels/cpu_reduce.h — element-wise reduction and scaling kernels for CPU buffers, used by
+// every CPU executor (MPI user-defined ops, the fusion copy-in/out, shared memory) and by
+// core/ (a joined rank's identity stand-in, the average over the ranks that contributed).
+// kernels/ sits below core/ and ops/, so both may include it; it includes only kolo/types.h.
 //
 // 16-bit floats (fp16, bf16): reduce_pair widens both operands to float32, combines and
 // rounds back. A collective over several ranks must not do that at every combine (each
@@ -14,7 +16,7 @@
 
 #include "kolo/types.h"
 
-namespace kolo::ops {
+namespace kolo::kernels {
 
 // dst[i] = dst[i] (op) src[i], for i < count. kAverage combines like kSum (the division by
 // the number of ranks happens in apply_postscale).
@@ -60,4 +62,19 @@ void narrow_half(void* dst, const float* src, size_t count, DType t, float facto
 // acc[i] = acc[i] (op) x[i] in float32 (kAverage combines like kSum).
 void combine_float(float* acc, const float* x, size_t count, ReduceOp op);
 
+}  // namespace kolo::kernels
+
+// ops/ names them as before they moved here.
+namespace kolo::ops {
+using kernels::apply_postscale;
+using kernels::combine_float;
+using kernels::fill_identity;
+using kernels::is_half_float;
+using kernels::narrow_half;
+using kernels::needs_postscale;
+using kernels::post_factor;
+using kernels::reduce_into;
+using kernels::reduce_pair;
+using kernels::scale_copy;
+using kernels::widen_half;
 }  // namespace kolo::ops

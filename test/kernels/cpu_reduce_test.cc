@@ -7,7 +7,7 @@
 #include <random>
 
 #include "kolo/tensor.h"
-#include "ops/cpu_reduce.h"
+#include "kernels/cpu_reduce.h"
 
 using namespace kolo;
 
@@ -57,7 +57,7 @@ TEMPLATE_TEST_CASE_SIG("16-bit float reductions match an fp64 reference", "[kern
   }
   const double tol = T == DType::kFloat16 ? 1.0 / 1024 : 1.0 / 128;
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
-    ops::reduce_pair(out.data(), a.data(), b.data(), n, T, op);
+    kernels::reduce_pair(out.data(), a.data(), b.data(), n, T, op);
     for (size_t i = 0; i < n; ++i) {
       double x = from16(a[i]), y = from16(b[i]), ref = 0;
       switch (op) {
@@ -74,21 +74,21 @@ TEMPLATE_TEST_CASE_SIG("16-bit float reductions match an fp64 reference", "[kern
 
 TEST_CASE("integer average divides the sum, truncating toward zero", "[kernels]") {
   std::vector<int32_t> v = {7, -7, 3, 0};
-  ops::apply_postscale(v.data(), v.size(), DType::kInt32, ReduceOp::kAverage, 3, 1.0);
+  kernels::apply_postscale(v.data(), v.size(), DType::kInt32, ReduceOp::kAverage, 3, 1.0);
   CHECK(v == std::vector<int32_t>{2, -2, 1, 0});
   std::vector<int64_t> w = {9};
-  ops::apply_postscale(w.data(), 1, DType::kInt64, ReduceOp::kSum, 3, 0.5);
+  kernels::apply_postscale(w.data(), 1, DType::kInt64, ReduceOp::kSum, 3, 0.5);
   CHECK(w[0] == 4);
 }
 
 TEST_CASE("float average and scales fold into one multiply", "[kernels]") {
   std::vector<double> v = {6.0, -3.0};
-  ops::apply_postscale(v.data(), 2, DType::kFloat64, ReduceOp::kAverage, 3, 2.0);
+  kernels::apply_postscale(v.data(), 2, DType::kFloat64, ReduceOp::kAverage, 3, 2.0);
   CHECK(v == std::vector<double>{4.0, -2.0});
-  CHECK_FALSE(ops::needs_postscale(ReduceOp::kAverage, 1, 1.0));
-  CHECK(ops::needs_postscale(ReduceOp::kSum, 4, 0.5));
+  CHECK_FALSE(kernels::needs_postscale(ReduceOp::kAverage, 1, 1.0));
+  CHECK(kernels::needs_postscale(ReduceOp::kSum, 4, 0.5));
   std::vector<float> src = {1, 2, 3}, dst(3);
-  ops::scale_copy(dst.data(), src.data(), 3, DType::kFloat32, 0.5);
+  kernels::scale_copy(dst.data(), src.data(), 3, DType::kFloat32, 0.5);
   CHECK(dst == std::vector<float>{0.5f, 1.0f, 1.5f});
 }
 
@@ -115,11 +115,11 @@ TEST_CASE("fill_identity leaves every value unchanged under its op", "[kernels][
           case DType::kFloat64: reinterpret_cast<double*>(x.data())[i] = v; break;
         }
       }
-      ops::fill_identity(id.data(), n, t, op);
-      ops::reduce_pair(out.data(), x.data(), id.data(), n, t, op);
+      kernels::fill_identity(id.data(), n, t, op);
+      kernels::reduce_pair(out.data(), x.data(), id.data(), n, t, op);
       INFO(dtype_name(t) << " " << reduce_op_name(op));
       CHECK(std::memcmp(out.data(), x.data(), x.size()) == 0);
-      ops::reduce_pair(out.data(), id.data(), x.data(), n, t, op);
+      kernels::reduce_pair(out.data(), id.data(), x.data(), n, t, op);
       CHECK(std::memcmp(out.data(), x.data(), x.size()) == 0);
     }
   }
@@ -131,7 +131,7 @@ TEST_CASE("bool reduces as torch.distributed does: sum and max OR, product and m
   const std::vector<uint8_t> any = {0, 1, 1, 1, 1}, all = {0, 0, 0, 1, 0};
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kMin}) {
     std::vector<uint8_t> out(a.size(), 9);
-    ops::reduce_pair(out.data(), a.data(), b.data(), a.size(), DType::kBool, op);
+    kernels::reduce_pair(out.data(), a.data(), b.data(), a.size(), DType::kBool, op);
     INFO(reduce_op_name(op));
     CHECK(out == (op == ReduceOp::kSum || op == ReduceOp::kMax ? any : all));
   }
@@ -139,23 +139,23 @@ TEST_CASE("bool reduces as torch.distributed does: sum and max OR, product and m
 
 TEST_CASE("int8 and int16 reduce and average in their own width", "[kernels]") {
   std::vector<int8_t> a = {100, -100, 5, -7}, b = {27, -28, -9, 3};
-  ops::reduce_into(a.data(), b.data(), a.size(), DType::kInt8, ReduceOp::kSum);
+  kernels::reduce_into(a.data(), b.data(), a.size(), DType::kInt8, ReduceOp::kSum);
   CHECK(a == std::vector<int8_t>{127, -128, -4, -4});
-  ops::apply_postscale(a.data(), a.size(), DType::kInt8, ReduceOp::kAverage, 3, 1.0);
+  kernels::apply_postscale(a.data(), a.size(), DType::kInt8, ReduceOp::kAverage, 3, 1.0);
   CHECK(a == std::vector<int8_t>{42, -42, -1, -1});  // truncated toward zero
   std::vector<int16_t> c = {30000, -5}, d = {2767, 9};
-  ops::reduce_into(c.data(), d.data(), c.size(), DType::kInt16, ReduceOp::kMax);
+  kernels::reduce_into(c.data(), d.data(), c.size(), DType::kInt16, ReduceOp::kMax);
   CHECK(c == std::vector<int16_t>{30000, 9});
-  ops::reduce_into(c.data(), d.data(), c.size(), DType::kInt16, ReduceOp::kSum);
+  kernels::reduce_into(c.data(), d.data(), c.size(), DType::kInt16, ReduceOp::kSum);
   CHECK(c == std::vector<int16_t>{32767, 18});
 }
 
 TEST_CASE("an integer average over more ranks than the type can count divides correctly", "[kernels]") {
   // 256 ranks: the divisor does not fit uint8 (it was cast to 0 and divided by zero).
   std::vector<uint8_t> v = {255, 128, 0};
-  ops::apply_postscale(v.data(), v.size(), DType::kUInt8, ReduceOp::kAverage, 256, 1.0);
+  kernels::apply_postscale(v.data(), v.size(), DType::kUInt8, ReduceOp::kAverage, 256, 1.0);
   CHECK(v == std::vector<uint8_t>{0, 0, 0});
   std::vector<int8_t> w = {127, -128};
-  ops::apply_postscale(w.data(), w.size(), DType::kInt8, ReduceOp::kAverage, 200, 1.0);
+  kernels::apply_postscale(w.data(), w.size(), DType::kInt8, ReduceOp::kAverage, 200, 1.0);
   CHECK(w == std::vector<int8_t>{0, 0});
 }
