@@ -226,6 +226,12 @@ PYBIND11_MODULE(_kolo, m) {
   m.attr("NCCL_VERSION") = 0;
 #endif
 
+#ifdef KOLO_HAVE_GLOO
+  m.attr("GLOO_BUILT") = true;
+#else
+  m.attr("GLOO_BUILT") = false;
+#endif
+
   m.def("init", [] { kolo::init(); });
   m.def("shutdown", [] {
     py::gil_scoped_release nogil;

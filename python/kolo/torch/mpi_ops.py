@@ -143,17 +143,19 @@ def mpi_built():
     return True
 
 
-def mpi_enabled():
-    """True: kolo's controller and CPU collectives run on MPI (and shared memory)."""
-    return True
-
-
 def gloo_built():
-    return False
+    """Whether kolo was built with its Gloo transport (KOLO_BACKEND=gloo, docs/gloo.md)."""
+    return bool(_kolo.GLOO_BUILT)
 
 
 def gloo_enabled():
-    return False
+    """Whether this job runs on Gloo: KOLO_BACKEND=gloo, as kolo's init read it."""
+    return gloo_built() and os.environ.get("KOLO_BACKEND", "mpi") == "gloo"
+
+
+def mpi_enabled():
+    """Whether this job runs on MPI (KOLO_BACKEND=mpi, the default)."""
+    return not gloo_enabled()
 
 
 def nccl_built():
