@@ -23,6 +23,9 @@ enum class LogLevel { kTrace = 0, kDebug, kInfo, kWarning, kError };
 
 enum class CpuOperations { kAuto, kMpi, kShm };
 
+// The transport between ranks (core/backend.h): MPI (the default) or Gloo (docs/gloo.md).
+enum class TransportKind { kMpi, kGloo };
+
 struct Config {
   // Allreduce tensors of one kind are packed together up to this many bytes (KOLO_FUSION_THRESHOLD).
   size_t fusion_threshold_bytes = 4u << 20;
@@ -82,6 +85,10 @@ struct Config {
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
+  // With ranks in kolo::join(): false ("kolo", the default), an average divides by the ranks
+  // that contributed and allgather/broadcast take the joined ranks along; true ("horovod",
+  // kolo.torch's default), an average divides by every rank and allgather/broadcast fail.
+  bool join_horovod = false;             // KOLO_JOIN_RULES
   // Online tuning of fusion threshold, cycle time and chunk size (core/autotune.h).
   // Requests seen before travel as ids (core/response_cache.h); 0 = off.
   size_t cache_capacity = 1024;          // KOLO_CACHE_CAPACITY
@@ -111,6 +118,24 @@ struct Config {
   // rank must give the same (core/process_set.h). Ranks are checked against the job's size
   // by init().
   std::vector<std::vector<int>> process_sets;  // KOLO_PROCESS_SETS
+  // The transport (KOLO_BACKEND): mpi, or gloo (ops/gloo_backend.cc, docs/gloo.md).
+  TransportKind transport = TransportKind::kMpi;
+  // Gloo only (all in docs/gloo.md). The Redis server of the rendezvous, host and port
+  // (KOLO_GLOO_REDIS=host:port; required with gloo).
+  std::string gloo_redis_host;
+  int gloo_redis_port = 0;
+  // The job's key in the store (KOLO_GLOO_JOB; default "ompi-" + Open MPI's job id under
+  // mpirun) and the generation within it (KOLO_GLOO_GENERATION): every store key of a
+  // backend lives under "kolo/<job>/<generation>/", so a world re-formed under the next
+  // generation never reads the previous one's keys.
+  std::string gloo_job;
+  int64_t gloo_generation = 0;
+  // The longest any Gloo wait on a peer lasts before it fails (KOLO_GLOO_TIMEOUT_SECONDS).
+  double gloo_timeout_seconds = 60.0;
+  // This rank and the job's size: KOLO_RANK/KOLO_SIZE, else Open MPI's OMPI_COMM_WORLD_RANK/
+  // OMPI_COMM_WORLD_SIZE (-1 when neither is set; the Gloo backend then refuses to start).
+  int launcher_rank = -1;
+  int launcher_size = -1;
   // KVStore (kolo/kvstore.h): the last this many ranks are parameter servers (dist types).
   int num_servers = 0;                   // KOLO_NUM_SERVERS
   // ... and a key of at least this many elements is split across all of them.

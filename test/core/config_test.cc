@@ -211,6 +211,72 @@ TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: float32 (default) or 16bit", "[config]") {
   CHECK(s.message() == "KOLO_CROSS_HOST_HALF_WIRE=\"fp16\" is not valid: expected 16bit or float32");
 }
 
+TEST_CASE("KOLO_JOIN_RULES: kolo (default) or horovod", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK_FALSE(c.join_horovod);
+  REQUIRE(parse({{"KOLO_JOIN_RULES", "horovod"}}, &c).is_ok());
+  CHECK(c.join_horovod);
+  REQUIRE(parse({{"KOLO_JOIN_RULES", "kolo"}}, &c).is_ok());
+  CHECK_FALSE(c.join_horovod);
+  Status s = parse({{"KOLO_JOIN_RULES", "Horovod"}}, &c);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.message() == "KOLO_JOIN_RULES=\"Horovod\" is not valid: expected kolo or horovod");
+}
+
+TEST_CASE("KOLO_BACKEND: mpi (default) or gloo, with the Gloo knobs checked only for gloo", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.transport == TransportKind::kMpi);
+  // Gloo's knobs are not read for MPI: a malformed one does not stop an MPI job.
+  REQUIRE(parse({{"KOLO_GLOO_REDIS", "nonsense"}}, &c).is_ok());
+  Status s = parse({{"KOLO_BACKEND", "nccl"}}, &c);
+  CHECK_THAT(s.message(), Catch::Contains("KOLO_BACKEND") && Catch::Contains("mpi or gloo"));
+
+  const std::map<std::string, std::string> ok = {{"KOLO_BACKEND", "gloo"}, {"KOLO_GLOO_REDIS", "db.example:6380"},
+                                                 {"KOLO_GLOO_JOB", "j1"}, {"KOLO_RANK", "2"}, {"KOLO_SIZE", "3"}};
+  REQUIRE(parse(ok, &c).is_ok());
+  CHECK(c.transport == TransportKind::kGloo);
+  CHECK(c.gloo_redis_host == "db.example");
+  CHECK(c.gloo_redis_port == 6380);
+  CHECK(c.gloo_job == "j1");
+  CHECK(c.gloo_generation == 0);
+  CHECK(c.gloo_timeout_seconds == 60.0);
+  CHECK(c.launcher_rank == 2);
+  CHECK(c.launcher_size == 3);
+
+  // Open MPI's variables when kolo's are absent; its job id as the default job key.
+  REQUIRE(parse({{"KOLO_BACKEND", "gloo"}, {"KOLO_GLOO_REDIS", "h:1"}, {"OMPI_MCA_ess_base_jobid", "77"},
+                 {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"KOLO_GLOO_GENERATION", "5"}},
+                &c)
+              .is_ok());
+  CHECK(c.gloo_job == "ompi-77");
+  CHECK(c.launcher_rank == 1);
+  CHECK(c.launcher_size == 4);
+  CHECK(c.gloo_generation == 5);
+
+  auto refused = [&](const std::string& name, const std::string& value, const char* says) {
+    auto env = ok;
+    if (value == "<unset>") env.erase(name);
+    else env[name] = value;
+    Status e = parse(env, &c);
+    INFO(name << "=" << value << ": " << e.message());
+    CHECK_FALSE(e.is_ok());
+    CHECK_THAT(e.message(), Catch::Contains(says));
+  };
+  refused("KOLO_GLOO_REDIS", "<unset>", "KOLO_GLOO_REDIS=host:port");
+  refused("KOLO_GLOO_REDIS", "localhost", "host:port");
+  refused("KOLO_GLOO_REDIS", "localhost:0", "host:port");
+  refused("KOLO_GLOO_REDIS", ":6379", "host:port");
+  refused("KOLO_GLOO_JOB", "a/b", "KOLO_GLOO_JOB");
+  refused("KOLO_GLOO_JOB", "<unset>", "KOLO_GLOO_JOB");
+  refused("KOLO_GLOO_GENERATION", "-1", "KOLO_GLOO_GENERATION");
+  refused("KOLO_GLOO_TIMEOUT_SECONDS", "0.5", "KOLO_GLOO_TIMEOUT_SECONDS");
+  refused("KOLO_RANK", "3", "a rank from 0 to 2");
+  refused("KOLO_RANK", "<unset>", "KOLO_RANK");
+  refused("KOLO_SIZE", "0", "KOLO_SIZE");
+}
+
 TEST_CASE("KOLO_DETERMINISTIC: 0 (default) or 1", "[config]") {
   Config c;
   REQUIRE(parse({}, &c).is_ok());
