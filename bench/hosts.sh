@@ -8,7 +8,8 @@
 #   mpi = KOLO_CPU_OPERATIONS=mpi (hierarchy off); SWEEP=1 (0: the step only); SETUP=1 (0: skip
 #   the set-up/tear-down timing); DTYPE=float16|bfloat16 (the ResNet-50 step's gradients in 16 bits:
 #   kolo moves them as such, the MPI baselines stay float32; the link bound counts 2 bytes a value;
-#   KOLO_CROSS_HOST_HALF_WIRE=float32 makes kolo's sliced path carry them as float32);
+#   this script asks for KOLO_CROSS_HOST_HALF_WIRE=16bit unless it is set (kolo's default is
+#   float32 since session 16: one rounding; KOLO_CROSS_HOST_HALF_WIRE=float32 measures that));
 #   ONE_CPU_GROUP=1 (default; 0: each host's processes keep their own scheduling group, as in the
 #   runs before session 15 -- then one host's polling ranks can starve another's for seconds,
 #   docs/hosts.md "Heartbeat timeout on simulated hosts");

@@ -105,7 +105,8 @@ class Backend {
 };
 
 // How kolo::init() builds the backend (initialising the transport if needed). Chosen above
-// core/ (ops/init.cc passes create_mpi_backend), so that core/ names no transport.
+// core/ (ops/init.cc passes create_mpi_backend, or create_gloo_backend for KOLO_BACKEND=gloo), so
+// that core/ names no transport.
 using BackendFactory = Status (*)(const Config& config, int* argc, char*** argv, std::unique_ptr<Backend>* out);
 
 }  // namespace kolo

@@ -516,7 +516,7 @@ Handle join_async() {
   {
     Submitting in;  // until the push: shutdown() waits for it
     if (g_closing.load(std::memory_order_seq_cst)) throw Error(shut_down());
-    runtime().queue.push_join(state);
+    if (Status s = runtime().queue.push_join(state); !s.is_ok()) throw Error(s);
   }
   return h;
 }

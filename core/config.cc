@@ -2,7 +2,9 @@
 #include "core/config.h"
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <type_traits>
@@ -35,11 +37,80 @@ const std::set<std::string>& known_names() {
       "KOLO_NUM_SERVERS",              "KOLO_KVSTORE_BIGARRAY_BOUND",
       "KOLO_TEST_STALL_SECONDS",       "KOLO_PROCESS_SETS",
       "KOLO_FAST_PATH",                "KOLO_CROSS_HOST_ALLREDUCE",
-      "KOLO_CROSS_HOST_HALF_WIRE",
+      "KOLO_CROSS_HOST_HALF_WIRE",     "KOLO_DETERMINISTIC",
       "KOLO_WAIT_HELPS",               "KOLO_TEST_FAULT_RANK",
       "KOLO_TEST_LISTENER_GAP_SECONDS", "KOLO_SHM_RESULT_POOL_BYTES",
-      "KOLO_BURST_DEFER",              "KOLO_TEST_DIE_IN_SET_SETUP"};
+      "KOLO_BURST_DEFER",              "KOLO_BACKEND",
+      "KOLO_GLOO_REDIS",               "KOLO_GLOO_JOB",
+      "KOLO_GLOO_GENERATION",          "KOLO_GLOO_TIMEOUT_SECONDS",
+      "KOLO_RANK",                     "KOLO_SIZE",
+      "KOLO_TEST_DIE_IN_SET_SETUP"};
   return names;
+}
+
+// A whole number in [min, max] from `text`, or false.
+bool parse_whole(const std::string& text, int64_t min, int64_t max, int64_t* out) {
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-')) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+// KOLO_BACKEND and what the Gloo backend reads (docs/gloo.md): the Redis server, the job's
+// key and generation, the timeout, and this rank's place (KOLO_RANK/KOLO_SIZE, else Open
+// MPI's). The Gloo-only values are checked only with KOLO_BACKEND=gloo.
+Status parse_transport(const Config::Lookup& lookup, Config* c) {
+  if (auto v = lookup("KOLO_BACKEND")) {
+    if (*v == "mpi") c->transport = TransportKind::kMpi;
+    else if (*v == "gloo") c->transport = TransportKind::kGloo;
+    else return bad_value("KOLO_BACKEND", *v, "mpi or gloo");
+  }
+  if (c->transport != TransportKind::kGloo) return Status::ok();
+  auto redis = lookup("KOLO_GLOO_REDIS");
+  if (!redis) return Status::invalid_argument("KOLO_BACKEND=gloo needs KOLO_GLOO_REDIS=host:port (the Redis server of the rendezvous; kolo-run --gloo starts one)");
+  const size_t colon = redis->rfind(':');
+  int64_t port = 0;
+  if (colon == std::string::npos || colon == 0 || !parse_whole(redis->substr(colon + 1), 1, 65535, &port))
+    return bad_value("KOLO_GLOO_REDIS", *redis, "host:port, such as 127.0.0.1:6379");
+  c->gloo_redis_host = redis->substr(0, colon);
+  c->gloo_redis_port = static_cast<int>(port);
+  if (auto v = lookup("KOLO_GLOO_JOB")) {
+    if (v->empty() || v->find_first_of(" /") != std::string::npos)
+      return bad_value("KOLO_GLOO_JOB", *v, "a non-empty key without spaces or '/'");
+    c->gloo_job = *v;
+  } else if (auto id = lookup("OMPI_MCA_ess_base_jobid")) {
+    c->gloo_job = "ompi-" + *id;
+  } else {
+    return Status::invalid_argument("KOLO_BACKEND=gloo needs KOLO_GLOO_JOB (a key the job's ranks share) outside mpirun");
+  }
+  if (auto v = lookup("KOLO_GLOO_GENERATION"))
+    if (!parse_whole(*v, 0, INT64_MAX, &c->gloo_generation))
+      return bad_value("KOLO_GLOO_GENERATION", *v, "a whole number >= 0");
+  if (auto v = lookup("KOLO_GLOO_TIMEOUT_SECONDS")) {
+    double d = 0;
+    if (!parse_non_negative(*v, &d) || d < 1 || d > 86400)
+      return bad_value("KOLO_GLOO_TIMEOUT_SECONDS", *v, "a number of seconds from 1 to 86400, such as 60");
+    c->gloo_timeout_seconds = d;
+  }
+  // This rank's place: kolo's own variables first, then Open MPI's (mpirun sets them).
+  for (auto [rank_name, size_name] : {std::pair{"KOLO_RANK", "KOLO_SIZE"},
+                                      std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}}) {
+    auto r = lookup(rank_name), s = lookup(size_name);
+    if (!r && !s) continue;
+    int64_t rank = 0, size = 0;
+    if (!s || !parse_whole(*s, 1, 1 << 20, &size))
+      return bad_value(size_name, s.value_or(""), std::string("a job size >= 1, set with ") + rank_name);
+    if (!r || !parse_whole(*r, 0, size - 1, &rank))
+      return bad_value(rank_name, r.value_or(""), "a rank from 0 to " + std::to_string(size - 1));
+    c->launcher_rank = static_cast<int>(rank);
+    c->launcher_size = static_cast<int>(size);
+    return Status::ok();
+  }
+  return Status::invalid_argument(
+      "KOLO_BACKEND=gloo needs this rank's place: KOLO_RANK and KOLO_SIZE, or mpirun's OMPI_COMM_WORLD_RANK/SIZE");
 }
 
 }  // namespace
@@ -170,6 +241,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     if (*v != "16bit" && *v != "float32") return bad_value("KOLO_CROSS_HOST_HALF_WIRE", *v, "16bit or float32");
     c.cross_host_half_wire = *v == "16bit";
   }
+  if (auto v = lookup("KOLO_DETERMINISTIC")) {
+    if (*v != "0" && *v != "1") return bad_value("KOLO_DETERMINISTIC", *v, "0 or 1");
+    c.deterministic = *v == "1";
+  }
   if (auto v = lookup("KOLO_AUTOTUNE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_AUTOTUNE", *v, "0 or 1");
     c.autotune = *v == "1";
@@ -206,6 +281,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
                               &c.num_servers));
   KOLO_RETURN_IF_ERROR(number("KOLO_KVSTORE_BIGARRAY_BOUND", 1, 9e15, true,
                              "a whole number of elements of at least 1, such as 1000000", &c.kvstore_bigarray_bound));
+  KOLO_RETURN_IF_ERROR(parse_transport(lookup, &c));
   for (auto [name, field] : {std::pair{"KOLO_AUTOTUNE_SAMPLES", &c.autotune_samples},
                               std::pair{"KOLO_AUTOTUNE_WINDOW", &c.autotune_window}})
     KOLO_RETURN_IF_ERROR(number(name, 1, 1e6, true, "a whole number from 1 to 1000000", field));

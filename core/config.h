@@ -23,6 +23,9 @@ enum class LogLevel { kTrace = 0, kDebug, kInfo, kWarning, kError };
 
 enum class CpuOperations { kAuto, kMpi, kShm };
 
+// The transport between ranks (core/backend.h): MPI (the default) or Gloo (docs/gloo.md).
+enum class TransportKind { kMpi, kGloo };
+
 struct Config {
   // Allreduce tensors of one kind are packed together up to this many bytes (KOLO_FUSION_THRESHOLD).
   size_t fusion_threshold_bytes = 4u << 20;
@@ -48,9 +51,14 @@ struct Config {
   // CPU allreduce across hosts: every local rank carries its slice between hosts (sliced,
   // needs the same ranks on every host) or the host's leader carries it all (leader).
   bool cross_host_sliced = true;                        // KOLO_CROSS_HOST_ALLREDUCE
-  // fp16/bf16 on the sliced path between hosts: in 16 bits (16bit: half the bytes, a partial
-  // rounded at each host it leaves) or float32 (float32: rounded once, twice the bytes).
-  bool cross_host_half_wire = true;                     // KOLO_CROSS_HOST_HALF_WIRE
+  // fp16/bf16 on the sliced path between hosts: float32 (the default: rounded once, as on one
+  // host, twice the bytes) or in 16 bits (16bit: half the bytes, a partial rounded at each
+  // host it leaves, then the sum rounded again).
+  bool cross_host_half_wire = false;                    // KOLO_CROSS_HOST_HALF_WIRE
+  // Float sums, averages and products in one order, rank 0's value first and each rank's
+  // added in rank order, with every CPU executor and host layout: the bits depend on the
+  // inputs and the rank count alone (docs/runtime.md, "One order for float sums").
+  bool deterministic = false;                           // KOLO_DETERMINISTIC
   LogLevel log_level = LogLevel::kWarning;              // KOLO_LOG_LEVEL
   // A tensor submitted by some ranks but not all for this long is reported (0 = never).
   double stall_check_seconds = 60.0;     // KOLO_STALL_CHECK_TIME_SECONDS
@@ -118,6 +126,24 @@ struct Config {
   // rank must give the same (core/process_set.h). Ranks are checked against the job's size
   // by init().
   std::vector<std::vector<int>> process_sets;  // KOLO_PROCESS_SETS
+  // The transport (KOLO_BACKEND): mpi, or gloo (ops/gloo_backend.cc, docs/gloo.md).
+  TransportKind transport = TransportKind::kMpi;
+  // Gloo only (all in docs/gloo.md). The Redis server of the rendezvous, host and port
+  // (KOLO_GLOO_REDIS=host:port; required with gloo).
+  std::string gloo_redis_host;
+  int gloo_redis_port = 0;
+  // The job's key in the store (KOLO_GLOO_JOB; default "ompi-" + Open MPI's job id under
+  // mpirun) and the generation within it (KOLO_GLOO_GENERATION): every store key of a
+  // backend lives under "kolo/<job>/<generation>/", so a world re-formed under the next
+  // generation never reads the previous one's keys.
+  std::string gloo_job;
+  int64_t gloo_generation = 0;
+  // The longest any Gloo wait on a peer lasts before it fails (KOLO_GLOO_TIMEOUT_SECONDS).
+  double gloo_timeout_seconds = 60.0;
+  // This rank and the job's size: KOLO_RANK/KOLO_SIZE, else Open MPI's OMPI_COMM_WORLD_RANK/
+  // OMPI_COMM_WORLD_SIZE (-1 when neither is set; the Gloo backend then refuses to start).
+  int launcher_rank = -1;
+  int launcher_size = -1;
   // KVStore (kolo/kvstore.h): the last this many ranks are parameter servers (dist types).
   int num_servers = 0;                   // KOLO_NUM_SERVERS
   // ... and a key of at least this many elements is split across all of them.

@@ -63,7 +63,7 @@ void Coordinator::apply_params(const ResponseList& list) {
 Status Coordinator::add_request(const Request& q, int rank, Clock::time_point now) {
   MessageTable* table = sets_.table_for(q.process_set);
   if (table == nullptr) {
-    sets_.add_orphan(q);
+    sets_.add_orphan(q, rank);
     return Status::ok();
   }
   bool first = false;
@@ -209,7 +209,11 @@ Status Coordinator::root_cycle(bool* activity) {
   for (size_t i = 0; i < mine; ++i) {
     Request& q = requests_[i];  // fast_.hold swaps a held one out
     KOLO_RETURN_IF_ERROR(test_fault(q));
-    if (fast_.hold(q, request_slots_[i], now)) continue;
+    // While a peer owes a request to a failed round of the name (MessageTable::fail_pending),
+    // rank 0 sends it through its table, whose entry demotes the name on every rank: the owed
+    // request then reaches rank 0 and settles there instead of pairing with this round on
+    // the board.
+    if (!table_.owes(q.name) && fast_.hold(q, request_slots_[i], now)) continue;
     KOLO_RETURN_IF_ERROR(add_request(q, q.rank, now));
     fast_.note_table(q);
   }
@@ -574,7 +578,9 @@ Status Coordinator::take(const Response& r) {
   // ranks disagree on its members, a set rank 0 does not know): each rank fails those it has
   // on that set. Ranks outside a set take nothing for its other responses.
   const bool error = r.type == Response::Type::kError;
-  if (!error && !sets_.member_of(r)) {
+  const bool addressed = !error || r.ranks.empty() ||
+                         std::binary_search(r.ranks.begin(), r.ranks.end(), static_cast<int32_t>(topo_.rank));
+  if ((!error && !sets_.member_of(r)) || !addressed) {
     entries_.clear();
     return Status::ok();
   }

@@ -10,8 +10,9 @@ namespace {
 
 constexpr uint8_t kRequestMagic = 0xA7;
 constexpr uint8_t kResponseMagic = 0xB3;
-// 5: alltoall, reducescatter, grouped; 6: join; 7: process sets; 8: set cache ids; 9: refusals
-constexpr uint8_t kVersion = 9;
+// 5: alltoall, reducescatter, grouped; 6: join; 7: process sets; 8: set cache ids; 9: refusals;
+// 10: the ranks an error ends (Response::ranks, on errors only)
+constexpr uint8_t kVersion = 10;
 // No sane message has more entries than this; larger counts mean corruption.
 constexpr uint64_t kMaxCount = 1u << 26;
 
@@ -141,7 +142,8 @@ bool get_response(Reader& r, Response* s) {
   return r.u8(&dt) && enum_in_range(dt, kNumDTypes, &s->dtype) && r.u8(&op) &&
          enum_in_range(op, kNumReduceOps, &s->reduce_op) && get_device(r, &s->device) && r.pod(&s->root) &&
          r.pod(&s->prescale) && r.pod(&s->postscale) && r.i64s(&s->sizes) && r.str(&s->error) &&
-         get_i32s(r, &s->joined) && r.i64s(&s->row_shape) && r.pod(&s->process_set) && s->process_set >= 0;
+         get_i32s(r, &s->joined) && r.i64s(&s->row_shape) && r.pod(&s->process_set) && s->process_set >= 0 &&
+         (s->type == Response::Type::kError ? get_i32s(r, &s->ranks) : (s->ranks.clear(), true));
 }
 
 }  // namespace
@@ -213,6 +215,7 @@ std::vector<uint8_t> encode(const ResponseList& list) {
     put_i32s(w, s.joined);
     w.i64s(s.row_shape);
     w.pod(s.process_set);
+    if (s.type == Response::Type::kError) put_i32s(w, s.ranks);
   }
   return w.take();
 }

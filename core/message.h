@@ -94,6 +94,12 @@ struct Response {
   // rank src sends to rank dst.
   std::vector<int64_t> sizes;
   std::string error;  // kError: the message every rank's handle fails with
+  // kError only: the job ranks whose collective it ends, ascending. Empty: every rank that
+  // submitted the names (rank 0 had heard from all of them). Non-empty when rank 0 ends a
+  // collective before every rank's request for it arrived (a cross-set deadlock, a set it
+  // does not know): a rank not listed keeps its submission, which rank 0 has not counted
+  // yet and settles when it arrives (MessageTable::fail_pending, docs/correctness.md).
+  std::vector<int32_t> ranks;
   // kolo::join(): ranks that have joined and did not submit these tensors, ascending. They
   // take part with the op's identity (no rows for allgather, a discarded copy for
   // broadcast). Empty in the common case. Fusion merges only equal sets.

@@ -100,14 +100,45 @@ bool MessageTable::pending_ranks(const std::string& name, std::vector<int>* job_
   return true;
 }
 
-void MessageTable::fail_pending(const std::string& name, const std::string& message) {
+void MessageTable::fail_pending(const std::string& name, const std::string& message, const std::vector<int>& owed) {
   const int64_t i = slots_.find(name);
   if (i < 0) return;
   Slot& slot = slots_.value(static_cast<uint32_t>(i));
   if (slot.done || !slot.first.group.empty()) return;
   if (slot.poison.empty()) slot.poison = message;
   slot.done = true;
+  slot.early = true;
   completed_.push_back(static_cast<uint32_t>(i));
+  std::vector<int> debtors;
+  for (int r : owed) {
+    const int k = index_of(r);
+    if (k >= 0 && !slot.have[static_cast<size_t>(k)]) debtors.push_back(r);
+  }
+  if (debtors.empty()) return;
+  // A rank that owed an earlier failed round of this name and still does keeps that debt:
+  // its next request settles the older round first (its requests arrive in order).
+  Owed& o = owed_[name];
+  for (int r : debtors)
+    if (std::find(o.ranks.begin(), o.ranks.end(), r) == o.ranks.end()) o.ranks.push_back(r);
+  if (o.message.empty()) o.message = slot.poison;
+}
+
+bool MessageTable::settle_owed(const Request& q, int job_rank) {
+  auto it = owed_.find(q.name);
+  if (it == owed_.end()) return false;
+  std::vector<int>& ranks = it->second.ranks;
+  auto r = std::find(ranks.begin(), ranks.end(), job_rank);
+  if (r == ranks.end()) return false;
+  ranks.erase(r);
+  Response e;
+  e.type = Response::Type::kError;
+  e.names = {q.name};
+  e.process_set = set_id_;
+  e.error = it->second.message;
+  e.ranks = {job_rank};
+  settled_.push_back(std::move(e));
+  if (ranks.empty()) owed_.erase(it);
+  return true;
 }
 
 Status MessageTable::join(int rank) {
@@ -167,6 +198,10 @@ Status MessageTable::add(const Request& q, int job_rank, Clock::time_point now, 
   if (rank < 0)
     return Status::internal("request for \"" + q.name + "\" from rank " + std::to_string(job_rank) +
                             (members_.empty() ? ", which is not a rank of the job" : ", which is not in its process set"));
+  if (!owed_.empty() && q.group.empty() && settle_owed(q, job_rank)) {
+    if (first) *first = false;
+    return Status::ok();
+  }
   bool inserted = false;
   const uint32_t index = slots_.acquire(q.name, &inserted);
   if (first) *first = inserted;
@@ -180,6 +215,7 @@ Status MessageTable::add(const Request& q, int job_rank, Clock::time_point now, 
     slot.splits_error.clear();
     slot.count = 0;
     slot.done = false;
+    slot.early = false;
     slot.group_run = 0;
     slot.group_error.clear();
     slot.poison.clear();
@@ -309,6 +345,8 @@ void MessageTable::note_agreed(const Agreed& agreed, const Request& q, const Res
 }
 
 void MessageTable::take_ready(FusionPlanner* planner, const Agreed* agreed) {
+  for (Response& e : settled_) planner->add(std::move(e));
+  settled_.clear();
   for (size_t k = 0; k < completed_.size();) {
     const uint32_t index = completed_[k];
     if (slots_.value(index).group_run > 0) {
@@ -376,6 +414,7 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
   r.process_set = set_id_;
   copy_op_fields(first, &r);
   r.error.clear();
+  r.ranks.clear();
   r.sizes.resize(1);
   r.joined.clear();
   r.row_shape.clear();
@@ -395,6 +434,9 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
     } else {
       r.error = slot.poison;
     }
+    if (slot.early)  // failed before every rank was heard from: only the counted ranks' handles fail
+      for (int rk = 0; rk < size_; ++rk)
+        if (slot.have[rk]) r.ranks.push_back(global(rk));
     return;
   }
   if (!r.joined.empty()) {

@@ -55,9 +55,17 @@ class MessageTable {
   // member); if so, *job_ranks gets the job ranks that submitted it, and *missing (when
   // given) the job ranks it still waits for (neither submitted nor joined).
   bool pending_ranks(const std::string& name, std::vector<int>* job_ranks, std::vector<int>* missing = nullptr) const;
-  // Completes the pending `name` now as an error with `message`: the next take_ready returns
-  // it, and the ranks that submitted it fail it (the others skip an error they lack).
-  void fail_pending(const std::string& name, const std::string& message);
+  // Completes the pending `name` now, before every rank has submitted it, as an error with
+  // `message`: the next take_ready returns it addressed to the ranks whose requests were
+  // counted (Response::ranks); no other rank touches its own submission of the name. Each
+  // job rank in `owed` (members of this set not heard from yet, whose submission of this
+  // round is in flight or still to come) settles that round when its request arrives: the
+  // request is not counted, and an error with the same message is returned for that rank
+  // alone. So every rank's handle of the round fails, and none of their requests is left
+  // to pair with the peers' next round of the name (docs/correctness.md, finding 23).
+  void fail_pending(const std::string& name, const std::string& message, const std::vector<int>& owed = {});
+  // Whether some rank still owes a request for `name` to a round failed by fail_pending.
+  bool owes(const std::string& name) const { return !owed_.empty() && owed_.count(name) != 0; }
 
   // Responses for the names now submitted by every rank, in the order they completed.
   std::vector<Response> take_ready();
@@ -86,7 +94,7 @@ class MessageTable {
   size_t num_pending() const { return slots_.in_use_count(); }
   // Names complete since the last take_ready, their allreduce bytes, and the names some
   // but not all ranks have submitted (what rank 0's burst hold looks at).
-  size_t num_ready() const { return completed_.size(); }
+  size_t num_ready() const { return completed_.size() + settled_.size(); }
   size_t ready_bytes() const { return ready_bytes_; }
   size_t num_incomplete() const { return slots_.in_use_count() - completed_.size(); }
 
@@ -106,11 +114,22 @@ class MessageTable {
     size_t group_run = 0;             // grouped: on the first member released, the run's length
     std::string group_error;          // grouped: on the first member, why the whole group fails
     bool done = false;  // in completed_
+    bool early = false;  // failed before every rank submitted it (fail_pending)
     std::string poison;  // non-empty: the collective fails with this message
     std::string refusal;         // the first refusal (Request::refused) received
     std::vector<int> refused_by;  // job ranks that refused it at submission
     Clock::time_point first_seen;
   };
+  // A round failed early (fail_pending): the ranks that still owe their request for it,
+  // and the message their request fails with.
+  struct Owed {
+    std::vector<int> ranks;  // job ranks
+    std::string message;
+  };
+  // If `job_rank` owes `q.name` a request, settles it: an error for that rank alone goes to
+  // settled_, and the request is not counted. Returns whether it did.
+  bool settle_owed(const Request& q, int job_rank);
+
   // Every rank has submitted or joined.
   bool covered(const Slot& slot) const;
   void mark_if_complete(uint32_t index, Slot& slot);
@@ -144,6 +163,8 @@ class MessageTable {
   SlotTable<Slot> slots_;
   std::unordered_map<std::string, Group> groups_;
   std::vector<uint32_t> completed_;  // slots complete since the last take_ready
+  std::unordered_map<std::string, Owed> owed_;  // by name: rounds failed early, still owed
+  std::vector<Response> settled_;    // errors for owed requests, for the next take_ready
   size_t ready_bytes_ = 0;           // allreduce bytes of completed_
   std::vector<bool> joined_;         // index = rank: joined and not yet released
   int num_joined_ = 0;

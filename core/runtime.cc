@@ -156,7 +156,9 @@ void detail::init_runtime(int* argc, char*** argv, BackendFactory make_backend) 
   if (g_finalized)
     throw Error(Status::invalid_argument("kolo::init() after kolo::shutdown(): MPI cannot be initialised twice"));
   auto rt = std::make_unique<Runtime>();
-  throw_if_error(Config::from_env(&rt->config));
+  if (Status s = Config::from_env(&rt->config); !s.is_ok())
+    throw Error(Status::invalid_argument(s.message() + " (give it that form or unset it; docs/knobs.md lists every "
+                                         "KOLO_* variable with its default)"));
   throw_if_error(make_backend(rt->config, argc, argv, &rt->backend));
   rt->topo = rt->backend->topology();
   set_log_context(rt->config.log_level, rt->topo.rank);

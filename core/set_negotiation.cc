@@ -67,7 +67,19 @@ void SetNegotiation::fail_cross_set(const Request& q) {
   }
   why += "; each set waits for a rank that has the name in flight on another of them (a rank runs one collective "
          "per name at a time), so all fail. Use one name per process set";
-  for (const Pending& p : group) p.table->fail_pending(q.name, why);
+  // A missing rank that holds the name on another set of the group spent its round there;
+  // every other missing rank owes this set's round a request (in flight, or still to come),
+  // which fails on arrival instead of pairing with the peers' next round of the name.
+  for (size_t i = 0; i < group.size(); ++i) {
+    std::vector<int> owed;
+    for (int r : group[i].missing) {
+      bool held = false;
+      for (size_t k = 0; k < group.size() && !held; ++k)
+        held = k != i && std::binary_search(group[k].have.begin(), group[k].have.end(), r);
+      if (!held) owed.push_back(r);
+    }
+    group[i].table->fail_pending(q.name, why, owed);
+  }
 }
 
 MessageTable* SetNegotiation::table_for(int32_t id) {
@@ -78,13 +90,16 @@ MessageTable* SetNegotiation::table_for(int32_t id) {
   return tables_.emplace(id, std::make_unique<MessageTable>(id, *m)).first->second.get();
 }
 
-void SetNegotiation::add_orphan(const Request& q) {
+void SetNegotiation::add_orphan(const Request& q, int rank) {
   // The submitting rank had the set registered; rank 0 no longer (or not yet) has: it
-  // fails on the ranks that submitted it (the others skip an error on a set they lack).
+  // fails on the submitting rank alone (a peer's request for it gets its own error as it
+  // arrives; one error for every rank would also end a peer's request still on its way,
+  // whose arrival would then start a round of its own).
   Response e;
   e.type = Response::Type::kError;
   e.names = {q.name};
   e.process_set = q.process_set;
+  e.ranks = {rank};
   e.error = std::string(op_kind_name(q.kind)) + " \"" + q.name + "\": process set " +
             std::to_string(q.process_set) + " is not registered on rank 0 (it was removed, or its "
             "kolo::add_process_set has not completed on every rank)";

@@ -52,9 +52,9 @@ class SetNegotiation {
   // Rank 0. The table negotiating set `id` (the global one: id 0), made on first use; null
   // if the set is not registered here.
   MessageTable* table_for(int32_t id);
-  // `q` names a set rank 0 does not know: it fails on the ranks that submitted it (the
-  // others skip an error on a set they lack), on the next list.
-  void add_orphan(const Request& q);
+  // `q`, from job rank `rank`, names a set rank 0 does not know: it fails on that rank
+  // alone (Response::ranks), on the next list.
+  void add_orphan(const Request& q, int rank);
   // Whether any set other than the global one has a table (fail_cross_set can matter).
   bool any_tables() const { return !tables_.empty(); }
   // After a request for q.name: fails the name on every set of the greatest group of sets

@@ -218,14 +218,15 @@ void TensorQueue::release(const std::vector<TensorEntry>& entries) {
   note_pending();
 }
 
-bool TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
-  Status why;
+Status TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
+  Status closed;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (join_)
+      return Status::invalid_argument("kolo::join(): this rank is already in join() (called again before the "
+                                      "first join's handle completed)");
     if (closed_) {
-      why = close_reason_;
-    } else if (join_) {
-      why = Status::invalid_argument("kolo::join(): this rank is already in join() (called from another thread)");
+      closed = close_reason_;
     } else {
       join_ = handle;
       join_sent_ = false;
@@ -234,12 +235,12 @@ bool TensorQueue::push_join(std::shared_ptr<detail::HandleState> handle) {
       wake_hint_.store(true, std::memory_order_release);
     }
   }
-  if (!why.is_ok()) {
-    handle->complete(why);
-    return false;
+  if (!closed.is_ok()) {
+    handle->complete(closed);
+    return Status::ok();
   }
   cv_.notify_all();
-  return true;
+  return Status::ok();
 }
 
 bool TensorQueue::take_join() {

@@ -91,10 +91,12 @@ class TensorQueue {
   // Frees the names of `entries` (taken by take_entries) for their next submission. Call it
   // before completing their handles, so that a thread woken by its handle may resubmit.
   void release(const std::vector<TensorEntry>& entries);
-  // kolo::join(): this rank has no more data. Refused (the handle fails at once) when the
-  // queue is closed or this rank already has a join pending. From then until complete_join,
-  // push() refuses new collectives on this rank. Wakes the coordinator.
-  bool push_join(std::shared_ptr<detail::HandleState> handle);
+  // kolo::join(): this rank has no more data. From then until complete_join, push() refuses
+  // new collectives on this rank. Wakes the coordinator. Refused when the queue is closed
+  // (the handle fails at once with the close reason; returns ok) or when this rank already
+  // has a join pending: then the handle is left untouched and the invalid-argument error is
+  // returned, for join_async() to throw (a second join is a misuse of the API, as in Horovod).
+  Status push_join(std::shared_ptr<detail::HandleState> handle);
   // Coordinator: true once per push_join (call it before take_requests, so that every
   // collective pushed before the join travels no later than the join).
   bool take_join();

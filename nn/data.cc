@@ -113,7 +113,9 @@ Dataset load_idx(const std::string& images_path, const std::string& labels_path)
 }
 
 Dataset load_mnist_dir(const std::string& dir, bool train) {
-  if (!std::filesystem::is_directory(dir)) throw DataError(dir + ": no such data folder");
+  if (!std::filesystem::is_directory(dir)) throw DataError(dir + ": no such data folder (give --data-dir the folder with the train-/t10k- IDX files; "
+                    "Fashion-MNIST comes with Debian's package: apt-get install dataset-fashion-mnist; "
+                    "--dataset synthetic needs no files)");
   const std::string pre = train ? "train" : "t10k";
   return load_idx(first_existing(dir, pre + "-images-idx3-ubyte"),
                   first_existing(dir, pre + "-labels-idx1-ubyte"));

@@ -96,7 +96,16 @@ class MpiBackend final : public Backend {
     KOLO_RETURN_IF_ERROR(ops::mpi_status(MPI_Bcast(&chunk, 1, MPI_UNSIGNED_LONG_LONG, 0, data_), "MPI_Bcast(chunk)"));
     if (chunk != config.cpu_chunk_bytes)
       KOLO_LOG(LogLevel::kWarning, "KOLO_CPU_CHUNK_BYTES differs from rank 0's; using rank 0's " << chunk);
-    mpi_executor_ = std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk), liveness_.get());
+    // KOLO_DETERMINISTIC decides which algorithm a float sum takes, so every rank must take
+    // the same: a rank that asks for it gets it for all (with a warning).
+    int det = config.deterministic ? 1 : 0, any_det = 0;
+    KOLO_RETURN_IF_ERROR(
+        ops::mpi_status(MPI_Allreduce(&det, &any_det, 1, MPI_INT, MPI_MAX, data_), "MPI_Allreduce(deterministic)"));
+    if (any_det != det)
+      KOLO_LOG(LogLevel::kWarning, "KOLO_DETERMINISTIC=1 on another rank; every rank sums floats in rank order");
+    deterministic_ = any_det == 1;
+    mpi_executor_ =
+        std::make_unique<ops::MpiExecutor>(data_, static_cast<size_t>(chunk), liveness_.get(), deterministic_);
 #ifdef KOLO_HAVE_CUDA
     // GPU executors take GPU tensors only; they come first so the MPI executor keeps CPU ones.
     gpu_setup_ =
@@ -127,6 +136,7 @@ class MpiBackend final : public Backend {
     so.fast_board_capacity = config.fast_path ? config.cache_capacity : 0;
     so.sliced_cross_host = config.cross_host_sliced;
     so.half_wire = config.cross_host_half_wire;
+    so.deterministic = deterministic_;
     Status s = shm::ShmExecutor::create(topo_, data_, local_, cross_, so, &shm_executor_);
     if (s.is_ok()) {
       executors_.push_back(shm_executor_.get());
@@ -258,6 +268,7 @@ class MpiBackend final : public Backend {
       d += shm_executor_->sliced() ? " cross_host=sliced" : " cross_host=leader";
       if (shm_executor_->sliced()) d += shm_executor_->half_wire() ? " half_wire=16bit" : " half_wire=float32";
     }
+    if (deterministic_) d += " float_sum=rank-order";
     if (!shm_executor_)
       d += " shm=off(" + (no_shm_reason_.empty() ? std::string("KOLO_CPU_OPERATIONS=mpi") : no_shm_reason_) + ")";
     for (const auto& e : gpu_executors_) d += std::string(" gpu=") + e->name();
@@ -424,6 +435,7 @@ class MpiBackend final : public Backend {
     plan.shm_options.liveness = liveness_.get();
     plan.shm_options.sliced_cross_host = cross_host_sliced_;
     plan.shm_options.half_wire = cross_host_half_wire_;
+    plan.shm_options.deterministic = deterministic_;
     plan.shm_options.publishes_arena = false;  // the job's arena stays the global set's executor's
     auto made = std::make_shared<ops::SetComms>();
     KOLO_RETURN_IF_ERROR(ops::make_set_comms(plan, made, liveness_.get(), while_waiting));
@@ -433,7 +445,7 @@ class MpiBackend final : public Backend {
       if (liveness_) KOLO_RETURN_IF_ERROR(liveness_->check_now("creating a process set's communicators"));
       return made->status;
     }
-    x->mpi = std::make_unique<ops::MpiExecutor>(x->comm, mpi_executor_->chunk_bytes(), liveness_.get());
+    x->mpi = std::make_unique<ops::MpiExecutor>(x->comm, mpi_executor_->chunk_bytes(), liveness_.get(), deterministic_);
 #ifdef KOLO_HAVE_CUDA
     const Topology& t = made->topo;
     ops::gpu::GpuExecutorSetup gpu = gpu_setup_;
@@ -472,7 +484,8 @@ class MpiBackend final : public Backend {
   int host_id_ = 0;            // the first job rank of this rank's (pretend) host
   CpuOperations cpu_operations_ = CpuOperations::kAuto;
   bool cross_host_sliced_ = true;  // KOLO_CROSS_HOST_ALLREDUCE
-  bool cross_host_half_wire_ = true;  // KOLO_CROSS_HOST_HALF_WIRE
+  bool cross_host_half_wire_ = false;  // KOLO_CROSS_HOST_HALF_WIRE
+  bool deterministic_ = false;  // KOLO_DETERMINISTIC, agreed by every rank
   std::map<int32_t, SetExecutors> sets_;  // process sets' executors, made on first use
 };
 

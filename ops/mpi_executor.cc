@@ -14,8 +14,8 @@ namespace {
 constexpr size_t kMaxBytesPerCall = size_t{1} << 30;
 }  // namespace
 
-MpiExecutor::MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes, Liveness* liveness)
-    : comm_(data_comm), liveness_(liveness), chunk_bytes_(chunk_bytes) {
+MpiExecutor::MpiExecutor(MPI_Comm data_comm, size_t chunk_bytes, Liveness* liveness, bool ordered)
+    : comm_(data_comm), liveness_(liveness), chunk_bytes_(chunk_bytes), ordered_(ordered) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
 }
@@ -62,15 +62,23 @@ Status MpiExecutor::allreduce_half(std::span<const Span> tensors, DType t, Reduc
   for (size_t off = 0; off < total; off += chunk) {
     const size_t m = std::min(chunk, total - off);
     each(m, [&](std::byte* p, size_t done, size_t n) { widen_half(wide_.data() + done, p, n, t, pre); });
-    MPI_Request req = MPI_REQUEST_NULL;
-    KOLO_RETURN_IF_ERROR(mpi_status(MPI_Iallreduce(MPI_IN_PLACE, wide_.data(), static_cast<int>(m), MPI_FLOAT,
-                                                   mpi_reduce_op(DType::kFloat32, op), comm_, &req),
-                                    "MPI_Iallreduce"));
-    KOLO_RETURN_IF_ERROR(wait_request(&req, "MPI_Iallreduce", liveness_));
+    KOLO_RETURN_IF_ERROR(allreduce_wide(m, op));
     std::tie(first, first_at) =
         each(m, [&](std::byte* p, size_t done, size_t n) { narrow_half(p, wide_.data() + done, n, t, f); });
   }
   return Status::ok();
+}
+
+Status MpiExecutor::allreduce_wide(size_t m, ReduceOp op) {
+  if (ordered_ && order_matters(DType::kFloat32, op)) {  // the post factor comes when narrowing
+    return ordered_allreduce(comm_, wide_.data(), m, DType::kFloat32, op == ReduceOp::kAverage ? ReduceOp::kSum : op,
+                             1.0, liveness_, &order_scratch_);
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  KOLO_RETURN_IF_ERROR(mpi_status(MPI_Iallreduce(MPI_IN_PLACE, wide_.data(), static_cast<int>(m), MPI_FLOAT,
+                                                 mpi_reduce_op(DType::kFloat32, op), comm_, &req),
+                                  "MPI_Iallreduce"));
+  return wait_request(&req, "MPI_Iallreduce", liveness_);
 }
 
 Status MpiExecutor::allreduce_buffer(void* buf, size_t count, DType t, ReduceOp op, double prescale,
@@ -88,6 +96,10 @@ Status MpiExecutor::allreduce_buffer(void* buf, size_t count, DType t, ReduceOp 
     const size_t n = std::min(chunk, count - off);
     void* p = base + off * esize;
     if (prescale != 1.0) scale_copy(p, p, n, t, prescale);
+    if (ordered_ && order_matters(t, op)) {  // rank order, post-scaled by each segment's owner
+      KOLO_RETURN_IF_ERROR(ordered_allreduce(comm_, p, n, t, op, postscale, liveness_, &order_scratch_));
+      continue;
+    }
     MPI_Request req;
     KOLO_RETURN_IF_ERROR(
         mpi_status(MPI_Iallreduce(MPI_IN_PLACE, p, static_cast<int>(n), type, mop, comm_, &req), "MPI_Iallreduce"));

@@ -60,8 +60,10 @@ int main(int argc, char** argv) {
     kolo::train::run_training(opts);
     kolo::shutdown();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kolo-train (rank %d): error: %s\n",
-                 kolo::is_initialized() ? kolo::rank() : -1, e.what());
+    if (kolo::is_initialized())
+      std::fprintf(stderr, "kolo-train (rank %d): error: %s\n", kolo::rank(), e.what());
+    else  // no rank yet: kolo::init refused (a KOLO_* value, MPI) before it knew one
+      std::fprintf(stderr, "kolo-train (before kolo::init completed): error: %s\n", e.what());
     return 1;
   }
   return 0;

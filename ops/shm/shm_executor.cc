@@ -10,6 +10,7 @@
 
 #include "core/fast_board.h"
 #include "core/logging.h"
+#include "ops/ordered_allreduce.h"
 
 namespace kolo::shm {
 namespace {
@@ -106,6 +107,7 @@ Status ShmExecutor::create(const Topology& topo, MPI_Comm world, MPI_Comm local,
                                                                     << " bytes per rank reserved (committed as used)");
   }
   x->single_host_ = topo.local_size == topo.size;
+  x->deterministic_ = options.deterministic;
   if (x->single_host_ && topo.size > 1 && options.fast_board_capacity > 0) {
     // Collective over the host (every rank reaches here); a failure only means no fast path.
     const size_t bytes = FastBoard::bytes_needed(topo.size, options.fast_board_capacity);
@@ -154,7 +156,10 @@ ShmExecutor::~ShmExecutor() {
 
 bool ShmExecutor::accepts(const Response& r) const {
   if (!r.device.is_cpu() || r.type == Response::Type::kError) return false;
-  return single_host_ || r.type == Response::Type::kAllreduce;
+  if (single_host_) return true;
+  // Across hosts only allreduce, and not a float sum that must come out in rank order: the
+  // hierarchical paths add host partials, (x0 + x1) + (x2 + x3), not ((x0 + x1) + x2) + x3.
+  return r.type == Response::Type::kAllreduce && !(deterministic_ && ops::order_matters(r.dtype, r.reduce_op));
 }
 
 Status ShmExecutor::execute(const Response& r, std::vector<TensorEntry>& entries) {

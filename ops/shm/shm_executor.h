@@ -4,7 +4,7 @@
 // One host (every rank of the job shares it): allreduce, broadcast, allgather, alltoall and
 // reducescatter all run through shared memory. Several hosts: allreduce runs hierarchically
 // (shared memory within the host, MPI between one leader per host); the others are declined and fall
-// through to the MPI executor. The choice depends only on the topology and the response,
+// through to the MPI executor, and so are float sums under Options::deterministic. The choice depends only on the topology and the response,
 // which every rank shares, so every rank picks the same executor.
 //
 // A fused allreduce is reduced in place on the tensors themselves (ShmGroup takes a list of
@@ -72,7 +72,12 @@ class ShmExecutor final : public Executor {
     bool sliced_cross_host = true;
     // fp16/bf16 on the sliced path: 16 bits between hosts (true) or float32 with one
     // rounding (KOLO_CROSS_HOST_HALF_WIRE=float32). Ranks that disagree all take float32.
-    bool half_wire = true;
+    bool half_wire = false;
+    // KOLO_DETERMINISTIC=1: across hosts, float sums, averages and products are declined and
+    // left to the MPI executor's rank-ordered allreduce (ops/ordered_allreduce.h), whose
+    // bits equal the rank-order fold this executor computes on one host. Every rank must
+    // pass the same (the backend agrees on it first).
+    bool deterministic = false;
     // Alltoall results are allocated in a shared pool of this many bytes per rank (sparse;
     // committed as used) on one host with two ranks or more, so that peers write their
     // blocks straight into them (shm_result_pool.h); 0 = none. Failing to make it leaves it
@@ -120,6 +125,7 @@ class ShmExecutor final : public Executor {
   HierarchicalComms comms_;
   std::unique_ptr<SlicedState> sliced_;  // the sliced path's ring and buffers, or none
   bool single_host_ = true;
+  bool deterministic_ = false;  // Options::deterministic
   bool publishes_arena_ = true;  // Options::publishes_arena
   std::vector<Piece> pieces_;  // scratch, reused per response
   uint64_t zero_copy_calls_ = 0;

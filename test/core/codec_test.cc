@@ -69,6 +69,7 @@ TEST_CASE("response lists survive encode/decode unchanged", "[codec]") {
   e.type = Response::Type::kError;
   e.names = {"fc1.w"};
   e.error = "allreduce \"fc1.w\": shape [120,400] on ranks 0,2 but [120,401] on rank 1";
+  e.ranks = {0, 2};  // an error addressed to some ranks (MessageTable::fail_pending)
   Response g;
   g.type = Response::Type::kAllgather;
   g.names = {"rows"};

@@ -198,10 +198,10 @@ TEST_CASE("KOLO_CROSS_HOST_ALLREDUCE: sliced (default) or leader", "[config]") {
   CHECK(s.message() == "KOLO_CROSS_HOST_ALLREDUCE=\"ring\" is not valid: expected sliced or leader");
 }
 
-TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: 16bit (default) or float32", "[config]") {
+TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: float32 (default) or 16bit", "[config]") {
   Config c;
   REQUIRE(parse({}, &c).is_ok());
-  CHECK(c.cross_host_half_wire);
+  CHECK_FALSE(c.cross_host_half_wire);
   REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "float32"}}, &c).is_ok());
   CHECK_FALSE(c.cross_host_half_wire);
   REQUIRE(parse({{"KOLO_CROSS_HOST_HALF_WIRE", "16bit"}}, &c).is_ok());
@@ -232,4 +232,72 @@ TEST_CASE("the heartbeats' interface: KOLO_NETWORK_INTERFACE, else Open MPI's fi
   Config d;
   REQUIRE(parse({{"OMPI_MCA_btl_tcp_if_include", "eth1,eth2"}, {"KOLO_NETWORK_INTERFACE", "ib0"}}, &d).is_ok());
   CHECK(d.heartbeat_interface() == "ib0");
+}
+
+TEST_CASE("KOLO_BACKEND: mpi (default) or gloo, with the Gloo knobs checked only for gloo", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.transport == TransportKind::kMpi);
+  // Gloo's knobs are not read for MPI: a malformed one does not stop an MPI job.
+  REQUIRE(parse({{"KOLO_GLOO_REDIS", "nonsense"}}, &c).is_ok());
+  Status s = parse({{"KOLO_BACKEND", "nccl"}}, &c);
+  CHECK_THAT(s.message(), Catch::Contains("KOLO_BACKEND") && Catch::Contains("mpi or gloo"));
+
+  const std::map<std::string, std::string> ok = {{"KOLO_BACKEND", "gloo"}, {"KOLO_GLOO_REDIS", "db.example:6380"},
+                                                 {"KOLO_GLOO_JOB", "j1"}, {"KOLO_RANK", "2"}, {"KOLO_SIZE", "3"}};
+  REQUIRE(parse(ok, &c).is_ok());
+  CHECK(c.transport == TransportKind::kGloo);
+  CHECK(c.gloo_redis_host == "db.example");
+  CHECK(c.gloo_redis_port == 6380);
+  CHECK(c.gloo_job == "j1");
+  CHECK(c.gloo_generation == 0);
+  CHECK(c.gloo_timeout_seconds == 60.0);
+  CHECK(c.launcher_rank == 2);
+  CHECK(c.launcher_size == 3);
+
+  // Open MPI's variables when kolo's are absent; its job id as the default job key.
+  REQUIRE(parse({{"KOLO_BACKEND", "gloo"}, {"KOLO_GLOO_REDIS", "h:1"}, {"OMPI_MCA_ess_base_jobid", "77"},
+                 {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"KOLO_GLOO_GENERATION", "5"}},
+                &c)
+              .is_ok());
+  CHECK(c.gloo_job == "ompi-77");
+  CHECK(c.launcher_rank == 1);
+  CHECK(c.launcher_size == 4);
+  CHECK(c.gloo_generation == 5);
+
+  auto refused = [&](const std::string& name, const std::string& value, const char* says) {
+    auto env = ok;
+    if (value == "<unset>") env.erase(name);
+    else env[name] = value;
+    Status e = parse(env, &c);
+    INFO(name << "=" << value << ": " << e.message());
+    CHECK_FALSE(e.is_ok());
+    CHECK_THAT(e.message(), Catch::Contains(says));
+  };
+  refused("KOLO_GLOO_REDIS", "<unset>", "KOLO_GLOO_REDIS=host:port");
+  refused("KOLO_GLOO_REDIS", "localhost", "host:port");
+  refused("KOLO_GLOO_REDIS", "localhost:0", "host:port");
+  refused("KOLO_GLOO_REDIS", ":6379", "host:port");
+  refused("KOLO_GLOO_JOB", "a/b", "KOLO_GLOO_JOB");
+  refused("KOLO_GLOO_JOB", "<unset>", "KOLO_GLOO_JOB");
+  refused("KOLO_GLOO_GENERATION", "-1", "KOLO_GLOO_GENERATION");
+  refused("KOLO_GLOO_TIMEOUT_SECONDS", "0.5", "KOLO_GLOO_TIMEOUT_SECONDS");
+  refused("KOLO_RANK", "3", "a rank from 0 to 2");
+  refused("KOLO_RANK", "<unset>", "KOLO_RANK");
+  refused("KOLO_SIZE", "0", "KOLO_SIZE");
+}
+
+TEST_CASE("KOLO_DETERMINISTIC: 0 (default) or 1", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK_FALSE(c.deterministic);
+  REQUIRE(parse({{"KOLO_DETERMINISTIC", "1"}}, &c).is_ok());
+  CHECK(c.deterministic);
+  REQUIRE(parse({{"KOLO_DETERMINISTIC", "0"}}, &c).is_ok());
+  CHECK_FALSE(c.deterministic);
+  for (const char* bad : {"yes", "2", "", "true"}) {
+    Status s = parse({{"KOLO_DETERMINISTIC", bad}}, &c);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.message() == "KOLO_DETERMINISTIC=\"" + std::string(bad) + "\" is not valid: expected 0 or 1");
+  }
 }

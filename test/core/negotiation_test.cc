@@ -324,3 +324,62 @@ TEST_CASE("pending_ranks names who submitted and who is still awaited, in job ra
   CHECK(have == std::vector<int>{0});
   CHECK(missing == std::vector<int>{1});
 }
+
+TEST_CASE("a round failed before every rank submitted it: the counted ranks fail, each owed request fails alone on arrival",
+          "[negotiation]") {
+  // fail_pending as rank 0's cross-set check uses it (docs/correctness.md, finding 23): rank
+  // 0 had the name from rank 0 only; ranks 2 and 3 owe their request (rank 1 spent its round
+  // on another set). Their requests, when they come, must not start a round of their own.
+  MessageTable t(4);
+  REQUIRE(t.add(req(0, "g", {4})).is_ok());
+  t.fail_pending("g", "allreduce \"g\": conflict", {2, 3});
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kError);
+  CHECK(ready[0].error == "allreduce \"g\": conflict");
+  CHECK(ready[0].ranks == std::vector<int32_t>{0});  // only rank 0's request was counted
+  CHECK(t.owes("g"));
+  // Rank 2's request (in flight when the round failed) settles its debt: an error for rank 2 alone.
+  bool first = true;
+  REQUIRE(t.add(req(2, "g", {4}), 2, MessageTable::Clock::now(), &first).is_ok());
+  CHECK_FALSE(first);
+  CHECK(t.num_pending() == 0);  // not counted as a new round
+  CHECK(t.num_ready() == 1);
+  ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kError);
+  CHECK(ready[0].ranks == std::vector<int32_t>{2});
+  CHECK(ready[0].error == "allreduce \"g\": conflict");
+  CHECK(t.owes("g"));  // rank 3 still owes
+  // The next round: ranks 0, 1 and 2 submit again, rank 3's first request settles its debt,
+  // and its second completes the round with everyone.
+  for (int r : {0, 1, 2}) REQUIRE(t.add(req(r, "g", {4})).is_ok());
+  REQUIRE(t.add(req(3, "g", {4})).is_ok());
+  CHECK_FALSE(t.owes("g"));
+  ready = t.take_ready();
+  REQUIRE(ready.size() == 1);  // rank 3's settlement
+  CHECK(ready[0].ranks == std::vector<int32_t>{3});
+  REQUIRE(t.add(req(3, "g", {4})).is_ok());
+  ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].type == Response::Type::kAllreduce);
+  CHECK(ready[0].ranks.empty());
+}
+
+TEST_CASE("a debtor that submitted before the failure is counted, not owed", "[negotiation]") {
+  MessageTable t(3);
+  REQUIRE(t.add(req(0, "g", {4})).is_ok());
+  REQUIRE(t.add(req(2, "g", {4})).is_ok());
+  t.fail_pending("g", "x", {1, 2});  // rank 2 is counted already: only rank 1 owes
+  auto ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].ranks == std::vector<int32_t>{0, 2});
+  REQUIRE(t.add(req(2, "g", {4})).is_ok());  // rank 2's next round is a new round
+  CHECK(t.num_pending() == 1);
+  CHECK(t.take_ready().empty());
+  REQUIRE(t.add(req(1, "g", {4})).is_ok());  // rank 1's settles its debt
+  ready = t.take_ready();
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0].ranks == std::vector<int32_t>{1});
+  CHECK_FALSE(t.owes("g"));
+}

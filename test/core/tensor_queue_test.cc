@@ -248,13 +248,18 @@ TEST_CASE("has_pending and take_join follow pushes, releases, joins and close", 
   CHECK_FALSE(q.has_pending());
   entries[0].handle->complete(Status::ok());
   auto j = state("kolo.join");
-  REQUIRE(q.push_join(j));
+  REQUIRE(q.push_join(j).is_ok());
+  auto again = state("kolo.join");
+  const Status twice = q.push_join(again);  // a second join while one is pending: an error to throw
+  CHECK(twice.code() == Status::Code::kInvalidArgument);
+  CHECK_THAT(twice.message(), Catch::Contains("already in join()"));
+  CHECK_FALSE(again->finished.load());  // the handle is the caller's to drop
   CHECK(q.take_join());
   CHECK_FALSE(q.take_join());  // once per join
   q.complete_join(Status::ok(), 0);
   CHECK(j->finished.load());
   auto j2 = state("kolo.join");
-  REQUIRE(q.push_join(j2));
+  REQUIRE(q.push_join(j2).is_ok());
   auto refused = state("b");
   CHECK_FALSE(q.push(TensorView::of(a.data(), {4}), "b", header(), refused));  // in a join
   refused->observed = true;

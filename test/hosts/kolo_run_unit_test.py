@@ -219,3 +219,25 @@ def test_local_launch_runs_the_program():
     r = run("--launcher", "local", "-np", "2", "--oversubscribe", "sh", "-c", "echo rank-$OMPI_COMM_WORLD_RANK")
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.split()) == ["rank-0", "rank-1"]
+
+
+def test_gloo_sets_the_backend_and_the_store():
+    cmd = dry("-np", "2", "--gloo", "--gloo-redis", "db:6380", "prog")
+    line = " ".join(cmd)
+    assert "KOLO_BACKEND=gloo" in cmd and "KOLO_GLOO_REDIS=db:6380" in cmd
+    assert "-x KOLO_BACKEND" in line and "-x KOLO_GLOO_REDIS" in line
+    r = run("--dry-run", "--gloo-redis", "db:6380", "prog")
+    assert r.returncode == 2 and "--gloo-redis is for --gloo" in r.stderr
+
+
+def test_gloo_starts_a_redis_server_for_the_job_and_stops_it():
+    # Every rank reaches the server kolo-run started; once kolo-run returns, it is gone.
+    probe = 'exec 3<>/dev/tcp/${KOLO_GLOO_REDIS%:*}/${KOLO_GLOO_REDIS#*:} && echo "$KOLO_BACKEND $KOLO_GLOO_REDIS"'
+    r = run("--launcher", "local", "-np", "2", "--oversubscribe", "--gloo", "bash", "-c", probe)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    seen = sorted(l for l in lines if l)
+    assert len(seen) == 2 and seen[0] == seen[1] and seen[0].startswith("gloo 127.0.0.1:")
+    host, port = seen[0].split()[1].split(":")
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=2).close()
