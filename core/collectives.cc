@@ -99,6 +99,33 @@ Status check_membership(const Request& q, int rank, const std::string& name, con
   return Status::ok();
 }
 
+// An alltoall's splits against this rank's own rows, over `ranks` ranks (the set's size):
+// what rank 0's negotiation would find too (core/negotiation.cc, note_splits; the same
+// words), judged here so that the fault is this rank's own refusal (an invalid argument, as
+// Horovod's enqueue reports it) and travels to the peers.
+Status check_alltoall_rows(const TensorView& t, const Request& q, const std::string& name, int rank, size_t ranks) {
+  const std::string who = "alltoall \"" + name + "\": rank " + std::to_string(rank) + " ";
+  if (t.shape.empty()) return Status::invalid_argument(who + "sent a scalar (alltoall needs a first dimension to split)");
+  const int64_t rows = t.shape[0];
+  const auto n = static_cast<int64_t>(ranks);
+  if (q.splits.empty()) {
+    if (rows % n == 0) return Status::ok();
+    return Status::invalid_argument(who + "asked for an even split of " + std::to_string(rows) + " rows, which " +
+                                    std::to_string(n) + " ranks do not divide");
+  }
+  if (q.splits.size() != ranks)
+    return Status::invalid_argument(who + "gave " + std::to_string(q.splits.size()) + " splits " +
+                                    shape_string(q.splits) + " for " + std::to_string(n) + " ranks");
+  int64_t sum = 0;
+  for (int64_t v : q.splits) {
+    if (v < 0) return Status::invalid_argument(who + "gave a negative split in " + shape_string(q.splits));
+    sum += v;
+  }
+  if (sum == rows) return Status::ok();
+  return Status::invalid_argument(who + "gave splits " + shape_string(q.splits) + " that add up to " +
+                                  std::to_string(sum) + " rows, but its first dimension is " + std::to_string(rows));
+}
+
 // What a submission on a process set this rank is a member of may still get wrong alone.
 Status check_set_root(const Request& q, const std::string& name, const std::vector<int>& members) {
   if (q.kind != OpKind::kBroadcast || std::binary_search(members.begin(), members.end(), q.root))
@@ -126,6 +153,9 @@ Status check_submission(const TensorView& t, const std::string& name, const Requ
   if (req.process_set != 0) KOLO_RETURN_IF_ERROR(check_membership(req, (*rt)->topo.rank, name, **rt, &members));
   if (local.is_ok()) local = validate_header(req, t.dtype, name, (*rt)->topo.size);
   if (local.is_ok() && members) local = check_set_root(req, name, *members);
+  if (local.is_ok() && req.kind == OpKind::kAlltoall)
+    local = check_alltoall_rows(t, req, name, (*rt)->topo.rank,
+                                members ? members->size() : static_cast<size_t>((*rt)->topo.size));
   *tell_peers = !local.is_ok();
   return local;
 }

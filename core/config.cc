@@ -229,6 +229,10 @@ Status Config::parse(const Lookup& lookup, Config* out) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_TIMELINE_MARK_CYCLES", *v, "0 or 1");
     c.timeline_mark_cycles = *v == "1";
   }
+  if (auto v = lookup("KOLO_JOIN_RULES")) {
+    if (*v != "kolo" && *v != "horovod") return bad_value("KOLO_JOIN_RULES", *v, "kolo or horovod");
+    c.join_horovod = *v == "horovod";
+  }
   if (auto v = lookup("KOLO_HIERARCHICAL_ALLREDUCE")) {
     if (*v != "0" && *v != "1") return bad_value("KOLO_HIERARCHICAL_ALLREDUCE", *v, "0 or 1");
     c.hierarchical_allreduce = *v == "1";

@@ -88,6 +88,10 @@ struct Config {
   // Rank 0 writes a Chrome trace here (empty = off).
   std::string timeline_path;             // KOLO_TIMELINE
   bool timeline_mark_cycles = false;     // KOLO_TIMELINE_MARK_CYCLES
+  // With ranks in kolo::join(): false ("kolo", the default), an average divides by the ranks
+  // that contributed and allgather/broadcast take the joined ranks along; true ("horovod",
+  // kolo.torch's default), an average divides by every rank and allgather/broadcast fail.
+  bool join_horovod = false;             // KOLO_JOIN_RULES
   // Online tuning of fusion threshold, cycle time and chunk size (core/autotune.h).
   // Requests seen before travel as ids (core/response_cache.h); 0 = off.
   size_t cache_capacity = 1024;          // KOLO_CACHE_CAPACITY

@@ -42,7 +42,7 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       backend_(backend),
       queue_(queue),
       topo_(backend.topology()),
-      timeline_(timeline && timeline->enabled() ? timeline : nullptr),
+      timeline_(topo_.rank == 0 ? timeline : nullptr),
       table_(topo_.size),
       cache_(config.cache_capacity),
       sets_(sets, backend, topo_.rank, config.cache_capacity, table_),
@@ -50,7 +50,8 @@ Coordinator::Coordinator(const Config& config, Backend& backend, TensorQueue& qu
       fast_(board_memory(config, backend, topo_), topo_, config, cache_,
             [this](const Request& q, Clock::time_point now) { demote_to_table(q, now); }),
       idle_(config, queue, fast_, topo_.size, topo_.local_size, fast_.on() && config.wait_helps) {
-  if (timeline_)
+  table_.set_horovod_join(config.join_horovod);
+  if (timeline_)  // the executors look at timeline_->enabled() themselves
     for (Executor* e : backend_.executors()) e->set_timeline(timeline_);
 }
 
@@ -68,7 +69,7 @@ Status Coordinator::add_request(const Request& q, int rank, Clock::time_point no
   }
   bool first = false;
   KOLO_RETURN_IF_ERROR(table->add(q, rank, now, &first));
-  if (timeline_) {
+  if (timeline_on()) {
     if (first) timeline_->begin(q.name, "NEGOTIATE");
     timeline_->mark(q.name, "rank " + std::to_string(rank) + " ready");
   }
@@ -263,7 +264,7 @@ Status Coordinator::root_cycle(bool* activity) {
     ready = sets_.take_ready_all(tuning_.fusion_threshold(), cache_.enabled(), &remembered);
     KOLO_RETURN_IF_ERROR(remembered);
   }
-  if (timeline_ && !ready.empty()) {
+  if (timeline_on() && !ready.empty()) {
     for (const Response& r : ready)
       for (const std::string& n : r.names) {
         timeline_->end(n);
@@ -599,11 +600,11 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
     return;
   }
   if (r.type != Response::Type::kError && !sets_.member_of(r)) {  // another set's collective
-    if (timeline_)
+    if (timeline_on())
       for (const auto& n : r.names) timeline_->end(n);  // rank 0 queued it in its timeline
     return;
   }
-  if (timeline_) {
+  if (timeline_on()) {
     static const char* labels[] = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "ERROR", "ALLTOALL", "REDUCESCATTER"};
     for (const auto& n : r.names) {
       timeline_->end(n);
@@ -616,8 +617,9 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
   } else if (live != nullptr && !live->dead().is_ok()) {
     s = live->dead();  // the rest of a list after a peer died: nothing can complete
   } else {
-    // With joined ranks (core/join.h): an average divides by the ranks that contributed, so
-    // the executors sum and the division follows here. A stand-in keeps the response's
+    // With joined ranks (core/join.h): an average divides by the ranks that contributed (by
+    // every rank under Horovod's rules, Config::join_horovod), so the executors sum and the
+    // division follows here. A stand-in keeps the response's
     // prescale: every rank must run the same call (the shared-memory kernels apply the
     // calling rank's prescale to every source), and the identity of a sum scales to itself;
     // min/max/product with a prescale and joined ranks are refused in negotiation.
@@ -650,7 +652,7 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
                  : Status::invalid_argument("\"" + r.names[0] + "\": no executor runs " + device_name(r.device) +
                                             " tensors in this build");
     if (s.is_ok() && average_joined && !stand_in) {
-      const int contributors = topo_.size - static_cast<int>(r.joined.size());
+      const int contributors = config_.join_horovod ? topo_.size : topo_.size - static_cast<int>(r.joined.size());
       for (const TensorEntry& e : entries)
         kernels::apply_postscale(e.view.data, static_cast<size_t>(e.view.num_elements()), r.dtype, ReduceOp::kAverage,
                              contributors, r.postscale);
@@ -676,7 +678,7 @@ void Coordinator::execute_one(const Response& r, Status taken, bool remember) {
     if (c != nullptr)
       for (const auto& e : entries) c->remember(e.request, &r.sizes, e.cache_hint);  // r.sizes: an alltoall's matrix
   }
-  if (timeline_)
+  if (timeline_on())
     for (const auto& n : r.names) timeline_->end(n);
   if (stand_in) {
     for (auto& e : entries) e.handle.reset();  // private: nobody waits on them

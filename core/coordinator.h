@@ -136,7 +136,8 @@ class Coordinator final : public detail::WaitHelper {
   Backend& backend_;
   TensorQueue& queue_;
   const Topology topo_;
-  Timeline* const timeline_;
+  Timeline* const timeline_;  // rank 0's (null elsewhere); written while enabled (start_timeline)
+  bool timeline_on() const { return timeline_ != nullptr && timeline_->enabled(); }
 
   // Coordinator thread only.
   MessageTable table_;  // rank 0 only: the global set

@@ -45,7 +45,7 @@ Status Coordinator::fast_resolve(bool* activity) {
     const Response& r = fast_.collective(i);
     // Rank 0's timeline: the phase execute_one closes (rank 0's table opens NEGOTIATE and
     // QUEUE for what it negotiates; the board's tensors were agreed on in a round).
-    if (timeline_)
+    if (timeline_on())
       for (const std::string& name : r.names) timeline_->begin(name, "BOARD");
     Status taken = fast_.slots_for(r) ? queue_.take_slots(fast_.slots(), fast_.hints(), &entries_) : take(r);
     execute_one(r, std::move(taken), /*remember=*/false);

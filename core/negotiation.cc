@@ -448,6 +448,12 @@ void MessageTable::build(const std::string& name, Slot& slot, Response* out) con
                 " have joined (kolo::join()), and joined ranks take part in CPU collectives only";
       return;
     }
+    if (horovod_join_ && (first.kind == OpKind::kAllgather || first.kind == OpKind::kBroadcast)) {
+      r.error = what + "rank(s) " + join_ranks(std::vector<int>(r.joined.begin(), r.joined.end())) +
+                " have joined (kolo::join()), and under Horovod's join rules (KOLO_JOIN_RULES=horovod) "
+                "joined ranks take part in allreduce only";
+      return;
+    }
     if (first.kind == OpKind::kAlltoall || first.kind == OpKind::kReducescatter) {
       r.error = what + "rank(s) " + join_ranks(std::vector<int>(r.joined.begin(), r.joined.end())) +
                 " have joined (kolo::join()), and joined ranks take part in allreduce, allgather and broadcast only";

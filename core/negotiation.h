@@ -50,6 +50,9 @@ class MessageTable {
   int last_joined() const { return last_joined_; }
   int num_joined() const { return num_joined_; }
   void reset_join();
+  // Horovod's join rules (Config::join_horovod): an allgather or broadcast with joined ranks
+  // fails on every rank instead of taking them along.
+  void set_horovod_join(bool on) { horovod_join_ = on; }
 
   // Whether `name` is pending here (submitted by some ranks, not yet complete, not a group
   // member); if so, *job_ranks gets the job ranks that submitted it, and *missing (when
@@ -169,6 +172,7 @@ class MessageTable {
   std::vector<bool> joined_;         // index = rank: joined and not yet released
   int num_joined_ = 0;
   int last_joined_ = -1;
+  bool horovod_join_ = false;
   Response scratch_;                 // reused by take_ready
 };
 

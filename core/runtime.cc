@@ -169,7 +169,7 @@ void detail::init_runtime(int* argc, char*** argv, BackendFactory make_backend) 
     Status s = rt->timeline.open(rt->config.timeline_path, rt->config.timeline_mark_cycles);
     if (!s.is_ok()) {
       rt->backend->finalize();
-      throw Error(s);
+      throw Error(Status::invalid_argument("KOLO_TIMELINE: " + s.message()));
     }
   }
   rt->coordinator = std::make_unique<Coordinator>(rt->config, *rt->backend, rt->queue, &rt->timeline, &rt->sets);
@@ -212,6 +212,18 @@ void shutdown() {
 }
 
 bool is_initialized() { return g_running.load(std::memory_order_acquire); }
+
+void start_timeline(const std::string& path, bool mark_cycles) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_runtime) throw Error(Status::invalid_argument("kolo::start_timeline: kolo is not running; call kolo::init() first"));
+  if (path.empty()) throw Error(Status::invalid_argument("kolo::start_timeline: the path is empty"));
+  if (g_runtime->topo.rank == 0) throw_if_error(g_runtime->timeline.open(path, mark_cycles));
+}
+
+void stop_timeline() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_runtime) g_runtime->timeline.close();
+}
 namespace {
 // A topology query under the submission gate (as a submission): one racing shutdown() on
 // another thread either reads the live runtime, which shutdown() waits for, or fails with

@@ -29,19 +29,29 @@ std::string json_string(const std::string& s) {
 Timeline::~Timeline() { close(); }
 
 Status Timeline::open(const std::string& path, bool mark_cycles) {
+  close();
+  out_.clear();
   out_.open(path, std::ios::out | std::ios::trunc);
-  if (!out_) return Status::invalid_argument("KOLO_TIMELINE=\"" + path + "\": cannot open the file for writing");
+  if (!out_) return Status::invalid_argument("timeline \"" + path + "\": cannot open the file for writing");
   out_ << "[\n";
   out_.flush();
-  start_ = std::chrono::steady_clock::now();
-  mark_cycles_ = mark_cycles;
-  enabled_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = false;
+    queue_.clear();
+    track_of_.clear();  // a new file names its tracks again
+  }
+  start_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  mark_cycles_.store(mark_cycles, std::memory_order_relaxed);
+  enabled_.store(true, std::memory_order_release);
   writer_ = std::thread([this] { writer_loop(); });
   return Status::ok();
 }
 
 int64_t Timeline::now_us() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start_).count();
+  const std::chrono::steady_clock::duration since_open(
+      std::chrono::steady_clock::now().time_since_epoch().count() - start_ns_.load(std::memory_order_relaxed));
+  return std::chrono::duration_cast<std::chrono::microseconds>(since_open).count();
 }
 
 void Timeline::event(const std::string& tensor, char phase, const std::string& name, bool instant_global) {
@@ -73,7 +83,7 @@ void Timeline::begin(const std::string& tensor, const std::string& phase) { even
 void Timeline::end(const std::string& tensor) { event(tensor, 'E', ""); }
 void Timeline::mark(const std::string& tensor, const std::string& what) { event(tensor, 'i', what); }
 void Timeline::cycle_mark() {
-  if (mark_cycles_) event("", 'i', "CYCLE", true);
+  if (mark_cycles()) event("", 'i', "CYCLE", true);
 }
 
 uint64_t Timeline::dropped() const {
@@ -108,7 +118,7 @@ void Timeline::close() {
   // A final metadata event closes the array without a dangling comma.
   out_ << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"kolo rank 0\"}}\n]\n";
   out_.close();
-  enabled_ = false;
+  enabled_.store(false, std::memory_order_release);
 }
 
 }  // namespace kolo

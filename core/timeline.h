@@ -36,10 +36,12 @@ class Timeline {
  public:
   Timeline() = default;
   ~Timeline();
-  // Opens `path` for writing and starts the writer thread.
+  // Opens `path` for writing and starts the writer thread. A timeline already open is
+  // closed first (kolo.torch's start_timeline at run time); open() and close() are called
+  // by one thread at a time (the runtime's), events from any thread meanwhile.
   Status open(const std::string& path, bool mark_cycles);
-  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
-  bool mark_cycles() const { return mark_cycles_; }
+  bool enabled() const { return enabled_.load(std::memory_order_acquire); }
+  bool mark_cycles() const { return mark_cycles_.load(std::memory_order_relaxed); }
 
   // A span on the tensor's track: begin() ... end(). Spans of one tensor nest or follow.
   void begin(const std::string& tensor, const std::string& phase);
@@ -58,8 +60,8 @@ class Timeline {
 
   static constexpr size_t kMaxQueued = 1 << 16;
   std::atomic<bool> enabled_{false};
-  bool mark_cycles_ = false;
-  std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> mark_cycles_{false};
+  std::atomic<int64_t> start_ns_{0};  // steady_clock at open(), in ns since its epoch
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;                     // guarded by mu_

@@ -39,6 +39,7 @@ struct GradientSync::Impl {
     int reports = 0;
     Handle handle;               // valid from submission to the window's end
     bool compressed = false;     // this window's submission went through `half`
+    bool external = false;       // reduced by the client (set_external)
     std::vector<Half> half;      // fp16 staging
   };
 
@@ -79,6 +80,7 @@ struct GradientSync::Impl {
            "; call synchronize() (the optimizer's step) after every " + std::to_string(k) +
            " backward passes, or raise backward_passes_per_step");
     }
+    if (e.external) fail("GradientSync: gradient \"" + full_name(e) + "\" is reduced by the client (set_external)");
     if (view != nullptr) set_view(e, *view);
     if (++e.reports == k) submit(index);
   }
@@ -201,6 +203,13 @@ void GradientSync::gradient_ready(int index, const TensorView& view) {
   impl_->ready(index, &view);
 }
 
+void GradientSync::set_external(int index) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl::Entry& e = impl_->at(index);
+  if (e.handle.valid()) fail("GradientSync: gradient \"" + impl_->full_name(e) + "\" is being reduced; it cannot become external");
+  e.external = true;
+}
+
 bool GradientSync::submitted(int index) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->at(index).handle.valid();
@@ -217,7 +226,7 @@ void GradientSync::synchronize() {
   auto& entries = impl_->entries;
   std::optional<Error> first_error;
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].handle.valid()) continue;
+    if (entries[i].handle.valid() || entries[i].external) continue;
     try {
       impl_->submit(static_cast<int>(i));
     } catch (const Error& err) {

@@ -117,6 +117,10 @@ class GradientSync {
   void gradient_ready(int index);
   void gradient_ready(int index, const TensorView& view);
   void gradient_ready(const std::string& name) { gradient_ready(checked_index(name)); }
+  // The client reduces gradient `index` itself from now on (kolo.torch's sparse gradients,
+  // reduced by an allgather of indices and values): synchronize() neither submits nor
+  // waits for it, and reporting it ready throws. Throws while it is submitted.
+  void set_external(int index);
   // True when gradient `index` was submitted in the current window.
   bool submitted(int index) const;
   // Reports of gradient `index` in the current window.

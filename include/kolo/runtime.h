@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kolo {
 
@@ -22,6 +23,13 @@ void init();
 void init(int* argc, char*** argv);
 void shutdown();
 bool is_initialized();
+
+// Starts writing the timeline (docs/timeline.md) to `path` on rank 0, as KOLO_TIMELINE does
+// from init(); one being written is closed first. Every rank may call it (only rank 0
+// writes). stop_timeline() closes the file (nothing when none is open). Throws kolo::Error
+// when kolo is not running or the file cannot be opened. Not concurrently with shutdown().
+void start_timeline(const std::string& path, bool mark_cycles = false);
+void stop_timeline();
 
 int rank();        // 0 .. size()-1 in the job
 int size();        // number of ranks in the job

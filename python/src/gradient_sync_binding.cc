@@ -62,6 +62,8 @@ void bind_gradient_sync(py::module_& m) {
           },
           py::arg("index"), py::arg("ptr"), py::arg("dtype"), py::arg("shape"), py::arg("device") = -1,
           "Backward finished writing gradient `index` (at ptr) for this pass; submits on the k-th pass")
+      .def("set_external", &GradientSync::set_external, py::arg("index"),
+           "The caller reduces gradient `index` itself (sparse gradients): synchronize() skips it")
       .def("submitted", &GradientSync::submitted, py::arg("index"))
       .def("reports", &GradientSync::reports, py::arg("index"))
       .def("num_gradients", &GradientSync::num_gradients)

@@ -27,12 +27,19 @@
 #include "kolo/kolo.h"
 #include "python/src/binding.h"
 
+#ifdef KOLO_HAVE_CUDA
+#include <nccl.h>
+#endif
+
 namespace py = pybind11;
 
 namespace kolo::python {
 namespace {
 
 PyObject* g_kolo_error = nullptr;
+// KoloValueError: a KoloError that is also a ValueError, raised for Status::kInvalidArgument
+// (Horovod raises ValueError for a bad argument: a name in flight, bad alltoall splits).
+PyObject* g_kolo_value_error = nullptr;
 
 [[noreturn]] void raise(const Status& s) { throw Error(s); }
 
@@ -192,15 +199,38 @@ PYBIND11_MODULE(_kolo, m) {
 
   static py::exception<Error> exc(m, "KoloError", PyExc_RuntimeError);
   g_kolo_error = exc.ptr();
+  g_kolo_value_error = PyErr_NewExceptionWithDoc(
+      "kolo._kolo.KoloValueError", "A KoloError caused by an invalid argument; also a ValueError, as in Horovod",
+      py::make_tuple(py::handle(g_kolo_error), py::handle(PyExc_ValueError)).ptr(), nullptr);
+  if (g_kolo_value_error == nullptr) throw py::error_already_set();
+  m.attr("KoloValueError") = py::handle(g_kolo_value_error);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      py::object err = py::reinterpret_borrow<py::object>(g_kolo_error)(e.what());
+      PyObject* type =
+          e.status().code() == Status::Code::kInvalidArgument ? g_kolo_value_error : g_kolo_error;
+      py::object err = py::reinterpret_borrow<py::object>(type)(e.what());
       err.attr("code") = status_code_name(e.status().code());
-      PyErr_SetObject(g_kolo_error, err.ptr());
+      PyErr_SetObject(type, err.ptr());
     }
   });
+
+  // What this build has, for Horovod's *_built() queries: NCCL's version code (0 without
+  // the GPU path), as horovod.torch.nccl_built() returns it.
+#ifdef KOLO_HAVE_CUDA
+  m.attr("CUDA_BUILT") = true;
+  m.attr("NCCL_VERSION") = static_cast<int>(NCCL_VERSION_CODE);
+#else
+  m.attr("CUDA_BUILT") = false;
+  m.attr("NCCL_VERSION") = 0;
+#endif
+
+#ifdef KOLO_HAVE_GLOO
+  m.attr("GLOO_BUILT") = true;
+#else
+  m.attr("GLOO_BUILT") = false;
+#endif
 
   m.def("init", [] { kolo::init(); });
   m.def("shutdown", [] {
@@ -208,6 +238,8 @@ PYBIND11_MODULE(_kolo, m) {
     kolo::shutdown();
   });
   m.def("is_initialized", &kolo::is_initialized);
+  m.def("start_timeline", &kolo::start_timeline, py::arg("path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", &kolo::stop_timeline);
   m.def("rank", &kolo::rank);
   m.def("size", &kolo::size);
   m.def("local_rank", &kolo::local_rank);

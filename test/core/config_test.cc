@@ -234,6 +234,19 @@ TEST_CASE("the heartbeats' interface: KOLO_NETWORK_INTERFACE, else Open MPI's fi
   CHECK(d.heartbeat_interface() == "ib0");
 }
 
+TEST_CASE("KOLO_JOIN_RULES: kolo (default) or horovod", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK_FALSE(c.join_horovod);
+  REQUIRE(parse({{"KOLO_JOIN_RULES", "horovod"}}, &c).is_ok());
+  CHECK(c.join_horovod);
+  REQUIRE(parse({{"KOLO_JOIN_RULES", "kolo"}}, &c).is_ok());
+  CHECK_FALSE(c.join_horovod);
+  Status s = parse({{"KOLO_JOIN_RULES", "Horovod"}}, &c);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.message() == "KOLO_JOIN_RULES=\"Horovod\" is not valid: expected kolo or horovod");
+}
+
 TEST_CASE("KOLO_BACKEND: mpi (default) or gloo, with the Gloo knobs checked only for gloo", "[config]") {
   Config c;
   REQUIRE(parse({}, &c).is_ok());

@@ -236,6 +236,33 @@ TEST_CASE("join: a joined broadcast root, a GPU tensor, a late request are error
   CHECK_THAT(ready[2].error, Catch::Contains("late") && Catch::Contains("after calling kolo::join()"));
 }
 
+TEST_CASE("join: under Horovod's rules allgather and broadcast with a joined rank fail, allreduce runs",
+          "[negotiation][join]") {
+  for (bool horovod : {false, true}) {
+    MessageTable t(3);
+    t.set_horovod_join(horovod);
+    REQUIRE(t.join(2).is_ok());
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE(t.add(req(r, "ag", {1, 2}, OpKind::kAllgather)).is_ok());
+      REQUIRE(t.add(req(r, "bc", {3}, OpKind::kBroadcast)).is_ok());
+      REQUIRE(t.add(req(r, "ar", {3})).is_ok());
+    }
+    auto ready = t.take_ready();
+    REQUIRE(ready.size() == 3);
+    INFO("horovod rules: " << horovod);
+    for (const Response& r : ready) {
+      CHECK(r.joined == std::vector<int32_t>{2});
+      if (r.names[0] == "ar" || !horovod) {
+        CHECK(r.type != Response::Type::kError);
+      } else {
+        CHECK(r.type == Response::Type::kError);
+        CHECK_THAT(r.error, Catch::Contains("\"" + r.names[0] + "\"") && Catch::Contains("rank(s) 2 have joined") &&
+                                Catch::Contains("KOLO_JOIN_RULES=horovod"));
+      }
+    }
+  }
+}
+
 namespace {
 Request member(int rank, const std::string& group, int index, int group_size, Shape shape = {4}) {
   Request q = req(rank, group + "[" + std::to_string(index) + "]", std::move(shape));

@@ -1,7 +1,10 @@
-"""hvd.join(): ranks that run out of data at different steps (Horovod's uneven-data API).
-Rank r runs out after its own number of steps; until every rank has joined, a joined rank
-takes part with nothing of its own, so each step's result counts only the ranks still
-running (an average divides by them)."""
+"""hvd.join() under kolo's rules (KOLO_JOIN_RULES=kolo; CTest python.np{2,3,4}.join-kolo-rules):
+ranks that run out of data at different steps (Horovod's uneven-data API). Rank r runs out
+after its own number of steps; until every rank has joined, a joined rank takes part with
+nothing of its own, so each step's result counts only the ranks still running (an average
+divides by them). Horovod's rules (kolo.torch's default): hvd_semantics.py."""
+import os
+
 import pytest
 import torch
 
@@ -9,8 +12,11 @@ import kolo.torch as hvd
 from models import loss_fn, make_batch, make_model
 
 B = 4  # per-rank batch
+kolo_rules = pytest.mark.skipif(os.environ.get("KOLO_JOIN_RULES") != "kolo",
+                                reason="kolo's join rules need KOLO_JOIN_RULES=kolo")
 
 
+@kolo_rules
 def test_allreduce_counts_only_ranks_still_running_and_join_returns_last(n, r):
     steps = r + 1  # rank r runs r+1 steps; rank n-1 joins last
     for s in range(steps):
@@ -36,6 +42,7 @@ def test_join_again_next_epoch(n, r):
     assert every.tolist() == [last] * n
 
 
+@kolo_rules
 def test_distributed_optimizer_with_uneven_batches(n, r):
     """Rank r trains 2 + r steps, then joins. Step s averages the gradients of the ranks
     still running, i.e. equals one process training on their chunks of the batch."""

@@ -63,6 +63,25 @@ TEST_CASE("average of float32, float64 and int32 gradients, reported or not", "[
   }
 }
 
+TEST_CASE("set_external: synchronize() skips the gradient; reporting it throws", "[gradient-sync]") {
+  GradientSync sync(prefixed("ext."));
+  auto a = filled<float>(4, 1.0);
+  auto b = filled<float>(3, 1.0);
+  const std::vector<float> b_before = b;
+  const int ia = sync.register_gradient("a", TensorView::of(a));
+  const int ib = sync.register_gradient("b", TensorView::of(b));
+  sync.set_external(ib);
+  CHECK_THROWS_WITH(sync.gradient_ready(ib), Catch::Contains("\"ext.b\" is reduced by the client"));
+  CHECK(sync.reports(ib) == 0);
+  sync.synchronize();  // submits a only: b's memory is untouched
+  CHECK_FALSE(sync.submitted(ib));
+  CHECK(b == b_before);
+  for (size_t j = 0; j < a.size(); ++j) CHECK(a[j] == Approx(sum_ranks1() / n() * (j + 1)));
+  sync.gradient_ready(ia);
+  CHECK_THROWS_WITH(sync.set_external(ia), Catch::Contains("is being reduced"));
+  sync.synchronize();
+}
+
 TEST_CASE("sum, min, max, product with prescale and postscale", "[gradient-sync]") {
   struct Case {
     ReduceOp op;

@@ -16,13 +16,14 @@ where kolo differs from Horovod.
 from kolo.torch.compression import Compression
 from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                   broadcast_parameters)
-from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError, Max, Min, Product,
-                                Sum, allgather, allgather_async, allreduce, allreduce_, allreduce_async,
-                                allreduce_async_, barrier, broadcast, broadcast_, broadcast_async,
-                                broadcast_async_, cross_rank, cross_size, cuda_built, gloo_built,
-                                gloo_enabled, init, is_homogeneous, is_initialized, join, local_rank,
-                                local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
-                                poll, rank, rocm_built, shutdown, size, synchronize)
+from kolo.torch.mpi_ops import (Adasum, Average, HorovodInternalError, KoloError, KoloValueError, Max, Min,
+                                Product, Sum, allgather, allgather_async, allreduce, allreduce_,
+                                allreduce_async, allreduce_async_, barrier, broadcast, broadcast_,
+                                broadcast_async, broadcast_async_, ccl_built, cross_rank, cross_size,
+                                cuda_built, ddl_built, gloo_built, gloo_enabled, init, is_homogeneous,
+                                is_initialized, join, local_rank, local_size, mpi_built, mpi_enabled,
+                                mpi_threads_supported, nccl_built, poll, rank, rocm_built, shutdown, size,
+                                sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from kolo.torch import kvstore
 from kolo.torch.kvstore import KVStore
 from kolo.torch.optimizer import DistributedOptimizer

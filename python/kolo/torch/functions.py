@@ -55,6 +55,13 @@ def broadcast_optimizer_state(optimizer, root_rank):
     optimizer that never stepped gets root's state created for it). Root's layout travels
     as a pickled object, the tensors by in-place broadcast."""
     sd = optimizer.state_dict()
+    if not sd["state"]:
+        # As Horovod's dummy step leaves them: a zero gradient for every trainable parameter
+        # that has none (scripts read p.grad right after this call).
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
     me = rank()
     layout = None
     if me == root_rank:

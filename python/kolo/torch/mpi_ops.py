@@ -16,14 +16,18 @@ together) from 0, and a blocking call ``<op>.noname.blocking`` (see _blocking): 
 make the same sequence of unnamed calls agree, as with Horovod.
 """
 import itertools
+import os
 import threading
 
 import torch
 
 from kolo import _kolo
-from kolo.torch.process_sets import _rank_in, _set_id, add_process_set
+from kolo.torch.process_sets import _set_id, add_process_set
 
 KoloError = _kolo.KoloError
+# A KoloError for an invalid argument (kolo's code "invalid_argument"); also a ValueError, the
+# type Horovod raises for a bad argument (a name already in flight, bad alltoall splits).
+KoloValueError = _kolo.KoloValueError
 HorovodInternalError = KoloError
 
 # Reduce operations, as module-level names (Horovod's hvd.Average, ...).
@@ -65,14 +69,23 @@ _DTYPES = {
 def init(comm=None, process_sets=None):
     """Starts kolo (MPI and the coordinator thread). Idempotent. `process_sets`: a list of
     ProcessSet (or rank lists) registered on every rank, in this order (every rank must pass
-    the same), or "dynamic" (accepted for Horovod's sake: kolo's sets are always dynamic)."""
+    the same), or "dynamic" (accepted for Horovod's sake: kolo's sets are always dynamic).
+    Join follows Horovod's rules (KOLO_JOIN_RULES=horovod, set here unless the environment
+    says otherwise; docs/pytorch.md, "join")."""
     if comm is not None:
         raise ValueError("kolo.torch.init: comm= is not supported; kolo always uses the whole "
                          "MPI job (MPI_COMM_WORLD)")
     if isinstance(process_sets, str) and process_sets != "dynamic":
         raise ValueError("kolo.torch.init: process_sets must be a list of ProcessSet or \"dynamic\", "
                          "got %r" % (process_sets,))
+    os.environ.setdefault("KOLO_JOIN_RULES", "horovod")
+    starting = not _kolo.is_initialized()
     _kolo.init()
+    if starting:
+        # Every rank's local_size, once (init is collective): is_homogeneous() answers from it.
+        sizes = torch.tensor([_kolo.local_size()], dtype=torch.int64)
+        _kolo_hosts["homogeneous"] = len(set(_blocking("allgather", "kolo.torch.init.local_size",
+                                                       lambda n: allgather_async(sizes, n)).tolist())) == 1
     if process_sets is not None and not isinstance(process_sets, str):
         for ps in process_sets:
             add_process_set(ps)
@@ -110,11 +123,19 @@ cross_size = _topology("cross_size", "Number of hosts.")
 cross_rank = _topology("cross_rank", "Index of this process's host.")
 
 
+# What this build of kolo has, answered as horovod.torch answers (docs/pytorch.md).
+
+_kolo_hosts = {"homogeneous": True}  # set by init()
+
+
 def is_homogeneous():
-    return True
+    """Whether every host runs the same number of ranks."""
+    _need_init("is_homogeneous")
+    return _kolo_hosts["homogeneous"]
 
 
 def mpi_threads_supported():
+    """True: only kolo's coordinator thread calls MPI, whatever threads the script runs."""
     return True
 
 
@@ -122,27 +143,41 @@ def mpi_built():
     return True
 
 
-def mpi_enabled():
-    return True
-
-
 def gloo_built():
-    return False
+    """Whether kolo was built with its Gloo transport (KOLO_BACKEND=gloo, docs/gloo.md)."""
+    return bool(_kolo.GLOO_BUILT)
 
 
 def gloo_enabled():
-    return False
+    """Whether this job runs on Gloo: KOLO_BACKEND=gloo, as kolo's init read it."""
+    return gloo_built() and os.environ.get("KOLO_BACKEND", "mpi") == "gloo"
+
+
+def mpi_enabled():
+    """Whether this job runs on MPI (KOLO_BACKEND=mpi, the default)."""
+    return not gloo_enabled()
 
 
 def nccl_built():
-    return False
+    """NCCL's version code (e.g. 22703) when kolo was built with its GPU path, else 0."""
+    return _kolo.NCCL_VERSION
 
 
 def cuda_built():
-    return False
+    return bool(_kolo.CUDA_BUILT)
 
 
 def rocm_built():
+    return False
+
+
+def ccl_built():
+    """False: kolo has no oneCCL backend."""
+    return False
+
+
+def ddl_built():
+    """False: kolo has no IBM DDL backend."""
     return False
 
 
@@ -154,11 +189,27 @@ _handles = {}
 _handles_lock = threading.Lock()
 
 
+# Name -> kolo handle of this module's collectives not yet synchronized: a name submitted
+# again while its collective is still in flight on this rank is refused at the call.
+_in_flight = {}
+
+
 def _name(kind, name):
+    """The name a submission uses. A name whose collective (submitted through this module)
+    is still in flight on this rank raises KoloValueError, a ValueError, at once, as in
+    Horovod; nothing is submitted. (kolo itself refuses such a submission too, but fails
+    only its handle: docs/pytorch.md, "Names".)"""
     if name is None:
         return "%s.noname.%d" % (kind, next(_auto_names))
     if not isinstance(name, str) or not name:
         raise ValueError("kolo.torch.%s: name must be a non-empty string, got %r" % (kind, name))
+    h = _in_flight.get(name)
+    if h is not None and not h.done():
+        e = KoloValueError("%s \"%s\": submitted again on rank %d while a collective under this name is "
+                           "still in flight; this submission is refused and the one in flight goes on (a name "
+                           "may be reused once its handle has completed)" % (kind, name, _kolo.rank()))
+        e.code = "invalid argument"
+        raise e
     return name
 
 
@@ -186,18 +237,21 @@ def _blocking(kind, name, start):
 class _Record:
     """One collective in flight: kolo's handle, the tensors it uses (kept alive until
     completion) and how to produce the result once it completed."""
-    __slots__ = ("handle", "keep", "finish")
+    __slots__ = ("handle", "keep", "finish", "name")
 
-    def __init__(self, handle, keep, finish):
+    def __init__(self, handle, keep, finish, name):
         self.handle = handle
         self.keep = keep
         self.finish = finish
+        self.name = name
 
 
-def _register(handle, keep, finish):
+def _register(handle, keep, finish, name):
+    """A handle number for kolo's `handle` of the collective `name`."""
     h = next(_handle_ids)
     with _handles_lock:
-        _handles[h] = _Record(handle, keep, finish)
+        _handles[h] = _Record(handle, keep, finish, name)
+    _in_flight[name] = handle
     return h
 
 
@@ -223,6 +277,8 @@ def synchronize(handle):
     finally:
         with _handles_lock:
             _handles.pop(handle, None)
+            if _in_flight.get(rec.name) is rec.handle:
+                del _in_flight[rec.name]
 
 
 # --- tensors --------------------------------------------------------------------------------
@@ -291,7 +347,7 @@ def _allreduce_into(work, name, op, prescale_factor, postscale_factor, keep, fin
     dev = _device(work)
     h = _kolo.allreduce_async(work.data_ptr(), code, list(work.shape), name, op,
                               float(prescale_factor), float(postscale_factor), dev, _set_id(process_set))
-    return _register(h, keep, finish)
+    return _register(h, keep, finish, name)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -321,20 +377,6 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                                                    postscale_factor, process_set))
 
 
-class _AllreduceFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
-        ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, process_set
-        return _blocking("allreduce", name, lambda n: allreduce_async(tensor, None, n, op, prescale_factor,
-                                                                      postscale_factor, process_set))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        # d(reduce)/d(input) for Sum/Average: the same reduction of the output gradients.
-        return allreduce(grad_output, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post,
-                         process_set=ctx.ps), None, None, None, None, None
-
-
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=None):
     """Out of place, blocking, differentiable (for Sum and Average). `compression`
@@ -350,10 +392,40 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
 def _reduce_copy(tensor, name, op, prescale_factor, postscale_factor, process_set):
     """allreduce's result: through autograd when a gradient is wanted, else directly (the
     autograd Function's own cost is a third of a small allreduce's)."""
-    if not isinstance(tensor, torch.Tensor) or (tensor.requires_grad and torch.is_grad_enabled()):
-        return _AllreduceFn.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
+    if _autograd.wants_grad(tensor):
+        return _autograd.Allreduce.apply(tensor, name, op, prescale_factor, postscale_factor, process_set)
     return _blocking("allreduce", name, lambda n: allreduce_async(tensor, None, n, op, prescale_factor,
                                                                   postscale_factor, process_set))
+
+
+# --- sparse allreduce -----------------------------------------------------------------------
+
+def sparse_allreduce_async(tensor, name=None, op=None, process_set=None):
+    """Horovod's allreduce of a sparse COO tensor: every rank's indices and values are
+    allgathered (names "<name>.indices" and "<name>.values"), so the result holds every
+    rank's entries (duplicates sum when it is coalesced); Average divides the values by the
+    number of ranks. Returns a function that waits and returns the reduced sparse tensor (as
+    Horovod's does)."""
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
+        raise TypeError("kolo.torch.sparse_allreduce_async: expected a sparse COO tensor, got %s"
+                        % (tensor.layout if isinstance(tensor, torch.Tensor) else type(tensor).__name__))
+    op = _op_code(op, None, "sparse_allreduce_async")
+    if op not in (Average, Sum):
+        raise ValueError("kolo.torch.sparse_allreduce_async: op must be Average or Sum, got %s" % _OP_NAMES[op])
+    name = _name("sparse_allreduce", name)
+    shape = tensor.shape
+    # Allgather concatenates along dimension 0: indices travel as [nnz, sparse dims].
+    hi = allgather_async(tensor._indices().t().contiguous(), name=name + ".indices", process_set=process_set)
+    hv = allgather_async(tensor._values().contiguous(), name=name + ".values", process_set=process_set)
+    ranks = size() if process_set is None else process_set.size()
+
+    def wait():
+        values = synchronize(hv)
+        indices = synchronize(hi)
+        if op == Average:
+            values = values / ranks
+        return torch.sparse_coo_tensor(indices.t(), values, shape)
+    return wait
 
 
 # --- allgather ------------------------------------------------------------------------------
@@ -371,7 +443,7 @@ def allgather_async(tensor, name=None, process_set=None):
     dev = _device(work)
     h = _kolo.allgather_async(work.data_ptr(), code, list(work.shape), name, dev, set_id)
 
-    return _register(h, (tensor, work), lambda: _fetch(h, -1, tensor))
+    return _register(h, (tensor, work), lambda: _fetch(h, -1, tensor), name)
 
 
 def _fetch(h, member, like):
@@ -382,26 +454,16 @@ def _fetch(h, member, like):
     return out if like.device.type == "cpu" else out.to(like.device)
 
 
-class _AllgatherFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, name, process_set):
-        ctx.dim0 = tensor.shape[0] if tensor.dim() > 0 else 1
-        ctx.ps = process_set
-        return _blocking("allgather", name, lambda n: allgather_async(tensor, n, process_set))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        # Each rank's input got its rows of every rank's output gradient: sum them, keep ours.
-        dim0 = torch.tensor([ctx.dim0], dtype=torch.int64)
-        sizes = _blocking("allgather", None, lambda n: allgather_async(dim0, n, ctx.ps)).tolist()
-        reduced = allreduce(grad_output, op=Sum, process_set=ctx.ps)
-        start = sum(sizes[:_rank_in(ctx.ps)])
-        return reduced.narrow(0, start, ctx.dim0), None, None
+def _gather_copy(tensor, name, process_set):
+    return _blocking("allgather", name, lambda n: allgather_async(tensor, n, process_set))
 
 
 def allgather(tensor, name=None, process_set=None):
-    """Blocking allgather (differentiable)."""
-    return _AllgatherFn.apply(tensor, name, process_set)
+    """Blocking allgather; differentiable (Horovod's rule: the gradient is this rank's rows of
+    the average of every rank's output gradient)."""
+    if _autograd.wants_grad(tensor):
+        return _autograd.Allgather.apply(tensor, name, process_set)
+    return _gather_copy(tensor, name, process_set)
 
 
 # --- broadcast ------------------------------------------------------------------------------
@@ -411,7 +473,7 @@ def _broadcast_into(work, root_rank, name, keep, finish, process_set):
     dev = _device(work)
     h = _kolo.broadcast_async(work.data_ptr(), code, list(work.shape), int(root_rank), name, dev,
                               _set_id(process_set))
-    return _register(h, keep, finish)
+    return _register(h, keep, finish, name)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=None):
@@ -435,24 +497,16 @@ def broadcast_(tensor, root_rank, name=None, process_set=None):
     return _blocking("broadcast", name, lambda n: broadcast_async_(tensor, root_rank, n, process_set))
 
 
-class _BroadcastFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, tensor, root_rank, name, process_set):
-        ctx.root, ctx.ps = root_rank, process_set
-        return _blocking("broadcast", name, lambda n: broadcast_async(tensor, root_rank, n, process_set))
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        # Only root's input reached the outputs: it gets the sum of their gradients.
-        reduced = allreduce(grad_output, op=Sum, process_set=ctx.ps)
-        if rank() != ctx.root:
-            reduced = torch.zeros_like(reduced)
-        return reduced, None, None, None
+def _broadcast_copy(tensor, root_rank, name, process_set):
+    return _blocking("broadcast", name, lambda n: broadcast_async(tensor, root_rank, n, process_set))
 
 
 def broadcast(tensor, root_rank, name=None, process_set=None):
-    """Out of place, blocking, differentiable."""
-    return _BroadcastFn.apply(tensor, root_rank, name, process_set)
+    """Out of place, blocking; differentiable (Horovod's rule: root's input gets the average
+    of every rank's output gradient, the other ranks' inputs zeros)."""
+    if _autograd.wants_grad(tensor):
+        return _autograd.Broadcast.apply(tensor, root_rank, name, process_set)
+    return _broadcast_copy(tensor, root_rank, name, process_set)
 
 
 # --- barrier --------------------------------------------------------------------------------
@@ -474,8 +528,30 @@ def join(device=-1):
     return _kolo.join()
 
 
+# --- timeline -------------------------------------------------------------------------------
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing kolo's timeline (a Chrome trace, docs/timeline.md) to `file_path` on
+    rank 0, as KOLO_TIMELINE does from init; a timeline already being written is closed
+    first. Every rank calls it (only rank 0 writes). `mark_cycles`: an instant mark per
+    coordinator cycle that did work (KOLO_TIMELINE_MARK_CYCLES)."""
+    _need_init("start_timeline")
+    if not isinstance(file_path, str) or not file_path:
+        raise ValueError("kolo.torch.start_timeline: file_path must be a non-empty string, got %r" % (file_path,))
+    _kolo.start_timeline(file_path, bool(mark_cycles))
+
+
+def stop_timeline():
+    """Stops the timeline started by start_timeline() (or KOLO_TIMELINE) and closes its file."""
+    _need_init("stop_timeline")
+    _kolo.stop_timeline()
+
+
 def barrier(process_set=None):
     """Returns once every rank (of `process_set`) has called barrier(). Ctrl-C raises
     KeyboardInterrupt at once; the barrier stays submitted and the next barrier() on the same
     set waits on it again."""
     _kolo.barrier("kolo.barrier", _set_id(process_set))
+
+
+from kolo.torch import autograd as _autograd  # noqa: E402  (it imports this module)

@@ -39,9 +39,10 @@ from kolo.torch.process_sets import _set_id
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
-                 op=Average, gradient_predivide_factor=1.0, process_set=None):
+                 op=Average, gradient_predivide_factor=1.0, process_set=None, sparse_as_dense=False):
         super(self.__class__, self).__init__(params)
         self._process_set = process_set
+        self.sparse_as_dense = bool(sparse_as_dense)
         self._compression = compression
         if op not in (Average, Sum) and op is not None:
             raise ValueError("DistributedOptimizer: op must be Average or Sum, got %r" % (op,))
@@ -79,6 +80,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._index = {}         # parameter -> index in self._sync
         self._desc = {}          # parameter -> (dtype code, shape, device) its gradient has
         self._submitted = {}     # parameter -> its gradient tensor, while kolo may touch it
+        self._sparse = {}        # parameter -> sparse_allreduce_async's wait function, this window
+        self._dense_of_sparse = set()  # parameters whose sparse gradient travels dense (sparse_as_dense)
+        # Parameters reduced sparsely (outside GradientSync) from their first sparse gradient on:
+        # [sparse dimensions, reports this window].
+        self._sparse_params = {}
         self._grad_accs = []
         self._synchronized = False
         self._should_synchronize = True
@@ -126,12 +132,60 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     "call to step(). Increase backward_passes_per_step to accumulate gradients "
                     "locally." % k)
             g = p.grad
+            if g.is_sparse:
+                g = self._sparse_ready(p, i, g)
+                if g is None:
+                    return
             if not g.is_contiguous():
                 raise ValueError("DistributedOptimizer: the gradient of %s is not contiguous"
                                  % self._parameter_names[p])
             submitted[p] = g
             sync.gradient_ready(i, g.data_ptr(), code, shape, dev)
         return hook
+
+    def _sparse_ready(self, p, i, g):
+        """A sparse gradient (nn.Embedding(sparse=True)): with sparse_as_dense, a dense copy
+        goes to the allreduce (and back to sparse in synchronize); otherwise it is reduced as
+        Horovod does, by an allgather of indices and values, outside kolo's GradientSync.
+        Returns the dense tensor to submit, or None."""
+        if self.sparse_as_dense:
+            self._dense_of_sparse.add(p)
+            return g.to_dense()
+        if p not in self._sparse_params:
+            self._sync.set_external(i)
+            self._sparse_params[p] = [g.sparse_dim(), 0]
+        count = self._sparse_params[p]
+        count[1] += 1  # autograd sums the passes into p.grad: submit on the k-th
+        if count[1] > self.backward_passes_per_step:
+            raise AssertionError("Gradients were computed more than backward_passes_per_step (%d) times "
+                                 "before call to step()" % self.backward_passes_per_step)
+        if count[1] == self.backward_passes_per_step:
+            self._sparse[p] = self._sparse_allreduce(p, g)
+        return None
+
+    def _sparse_allreduce(self, p, g):
+        return mpi_ops.sparse_allreduce_async(g, name="sparse." + self._parameter_names[p], op=self.op,
+                                              process_set=self._process_set)
+
+    def _finish_sparse(self):
+        """Waits for the sparse reductions; a parameter reduced sparsely before whose hook did
+        not fire this window sends no rows (every rank takes part)."""
+        for p, count in self._sparse_params.items():
+            count[1] = 0
+            if p not in self._sparse:
+                g = p.grad if p.grad is not None and p.grad.is_sparse else torch.sparse_coo_tensor(
+                    torch.zeros(count[0], 0, dtype=torch.int64), torch.zeros((0,) + p.shape[count[0]:], dtype=p.dtype),
+                    p.shape)
+                self._sparse[p] = self._sparse_allreduce(p, g)
+        first = None
+        for p, wait in self._sparse.items():
+            try:
+                p.grad = wait()
+            except Exception as e:  # noqa: BLE001 -- re-raised after all completed
+                first = first or e
+        self._sparse.clear()
+        if first is not None:
+            raise first
 
     # -- public ----------------------------------------------------------------------------
     def synchronize(self):
@@ -141,18 +195,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._synchronized = True
             return
         for p, i in self._index.items():
+            if p in self._sparse_params or p in self._sparse:
+                continue
             if not self._sync.submitted(i):
                 # No (or not enough) hook calls: reduce what there is, a zero gradient if none,
                 # so that every rank submits the same set.
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
+                elif p.grad.is_sparse:  # sparse_as_dense, and the hook did not fire
+                    self._dense_of_sparse.add(p)
+                    p.grad = p.grad.to_dense()
                 g = p.grad
                 self._submitted[p] = g
                 self._sync.set_view(i, g.data_ptr(), mpi_ops._dtype_code(g, "DistributedOptimizer"),
                                     list(g.shape), mpi_ops._device(g) if g.is_cuda else -1)
         try:
-            self._sync.synchronize()
+            try:
+                self._sync.synchronize()
+            finally:
+                self._finish_sparse()
+            for p in self._dense_of_sparse:
+                # The reduced dense copy, back to sparse for the optimizer (SparseAdam), as Horovod.
+                p.grad = self._submitted[p].to_sparse()
         finally:
+            self._dense_of_sparse.clear()
             self._submitted.clear()
             self._synchronized = True
 
@@ -168,14 +234,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.step() called without a loss.backward() since the last "
-                              "optimizer.synchronize(): wrap step() in optimizer.skip_synchronize()")
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() after "
+                              "optimizer.synchronize(): step() synchronizes again, which costs time; after an "
+                              "explicit synchronize(), call step() inside `with optimizer.skip_synchronize():`")
             self.synchronize()
         self._synchronized = False
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=False):
-        if self._submitted:
+        if self._submitted or self._sparse:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(); the gradients' "
                                  "allreduces are still in flight")
@@ -194,4 +261,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         warnings.warn("DistributedOptimizer: num_groups/groups are ignored; kolo fuses tensors itself")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, process_set)
+               gradient_predivide_factor, process_set, sparse_as_dense)
