@@ -43,7 +43,8 @@ const std::set<std::string>& known_names() {
       "KOLO_BURST_DEFER",              "KOLO_BACKEND",
       "KOLO_GLOO_REDIS",               "KOLO_GLOO_JOB",
       "KOLO_GLOO_GENERATION",          "KOLO_GLOO_TIMEOUT_SECONDS",
-      "KOLO_RANK",                     "KOLO_SIZE"};
+      "KOLO_RANK",                     "KOLO_SIZE",
+      "KOLO_TEST_DIE_IN_SET_SETUP"};
   return names;
 }
 
@@ -216,6 +217,9 @@ Status Config::parse(const Lookup& lookup, Config* out) {
                               "a number of seconds from 0 (off) to 3600", &c.test_stall_seconds));
   KOLO_RETURN_IF_ERROR(number("KOLO_TEST_FAULT_RANK", 0, 1e6, true,
                               "a rank (a whole number >= 0)", &c.test_fault_rank));
+  KOLO_RETURN_IF_ERROR(number("KOLO_TEST_DIE_IN_SET_SETUP", 0, 2, true,
+                              "1 (as the set-up begins), 2 (after the members' meeting) or 0 (off)",
+                              &c.test_die_in_set_setup));
   KOLO_RETURN_IF_ERROR(number("KOLO_TEST_LISTENER_GAP_SECONDS", 0, 60, false,
                               "a number of seconds from 0 (off) to 60", &c.test_listener_gap_seconds));
   KOLO_RETURN_IF_ERROR(number("KOLO_TEST_MPI_HEARTBEAT_STALL_SECONDS", 0, 60, false,
@@ -271,6 +275,7 @@ Status Config::parse(const Lookup& lookup, Config* out) {
       return bad_value("KOLO_NETWORK_INTERFACE", *v, "one network interface name, such as eth0 or ib0");
     c.network_interface = *v;
   }
+  if (auto v = lookup("OMPI_MCA_btl_tcp_if_include")) c.mpi_tcp_interfaces = *v;
   if (auto v = lookup("KOLO_PROCESS_SETS")) KOLO_RETURN_IF_ERROR(parse_process_sets(*v, &c.process_sets));
   KOLO_RETURN_IF_ERROR(number("KOLO_CACHE_CAPACITY", 0, 1e8, true,
                               "a whole number of entries (0 = off)", &c.cache_capacity));

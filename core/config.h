@@ -76,6 +76,9 @@ struct Config {
   // Test hook: this rank's coordinator stops with an internal error when it takes a request
   // named "kolo.test.fault" (its peers must learn of it; -1 = off; docs/correctness.md).
   int test_fault_rank = -1;              // KOLO_TEST_FAULT_RANK
+  // Test hook: this rank kills itself while a process set's executors are set up (1: as
+  // it begins, 2: after the members' meeting; 0: off).
+  int test_die_in_set_setup = 0;         // KOLO_TEST_DIE_IN_SET_SETUP
   // Test hook: the heartbeat listener thread sleeps this long after each tick, as a thread
   // starved by a loaded host (0 = off; core/liveness.h).
   double test_listener_gap_seconds = 0.0;  // KOLO_TEST_LISTENER_GAP_SECONDS
@@ -114,6 +117,15 @@ struct Config {
   // The interface for traffic between hosts: must exist on every host; Open MPI's TCP BTL
   // and NCCL's sockets use it unless their own variables say otherwise (empty = theirs).
   std::string network_interface;         // KOLO_NETWORK_INTERFACE
+  // Open MPI's own choice of TCP interfaces (comma-separated), read here and not set: the
+  // verbose report names it, and where KOLO_NETWORK_INTERFACE is empty the heartbeats take
+  // its first interface (empty = unset). Not a kolo knob: never validated.
+  std::string mpi_tcp_interfaces;        // OMPI_MCA_btl_tcp_if_include
+  // The interface between hosts as kolo's heartbeats see it: KOLO_NETWORK_INTERFACE, else the
+  // first of OMPI_MCA_btl_tcp_if_include (empty: none chosen).
+  std::string heartbeat_interface() const {
+    return !network_interface.empty() ? network_interface : mpi_tcp_interfaces.substr(0, mpi_tcp_interfaces.find(','));
+  }
   // Process sets registered at init (ids 1, 2, ... in this order), e.g. "0,1;2,3"; every
   // rank must give the same (core/process_set.h). Ranks are checked against the job's size
   // by init().

@@ -25,6 +25,9 @@ using std::chrono::microseconds;
 // Bound on every wait during shutdown.
 constexpr auto kShutdownBound = std::chrono::seconds(10);
 
+// " [at a.cc:1 < b.cc:2]": the way an error travelled up (Status::where), for a log line.
+std::string where(const Status& s) { return s.where().empty() ? std::string() : " [at " + s.where() + "]"; }
+
 // The fast path's board: on one host with the response cache (null: no fast path).
 void* board_memory(const Config& config, Backend& backend, const Topology& topo) {
   if (!config.fast_path || topo.size <= 1 || config.cache_capacity == 0) return nullptr;
@@ -151,7 +154,7 @@ bool Coordinator::pass(bool* activity) {
     // A transport error may be a dead peer's doing: if so, say that instead.
     if (Status d = peer_check(true, "the coordinator handled a transport error"); !d.is_ok()) s = d;
     else s = announce_stop(s);
-    KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message());
+    KOLO_LOG(LogLevel::kError, "coordinator stopped: " << s.message() << where(s));
     stop(s);
     return false;
   }

@@ -89,10 +89,7 @@ HeartbeatSocket::Endpoint HeartbeatSocket::local_endpoint(const std::string& int
   socklen_t len = sizeof(a);
   if (getsockname(fd_, reinterpret_cast<struct sockaddr*>(&a), &len) != 0) return e;
   e.port = a.sin_port;
-  std::string name = interface;
-  if (name.empty())
-    if (const char* v = std::getenv("OMPI_MCA_btl_tcp_if_include")) name = std::string(v).substr(0, std::strcspn(v, ","));
-  e.ipv4 = !name.empty() ? interface_ipv4(name) : 0;
+  e.ipv4 = !interface.empty() ? interface_ipv4(interface) : 0;
   if (e.ipv4 == 0) e.ipv4 = host_name_ipv4();
   if (e.ipv4 == 0) e.ipv4 = interface_ipv4("");
   return e;

@@ -35,8 +35,9 @@ class HeartbeatSocket {
   HeartbeatSocket& operator=(const HeartbeatSocket&) = delete;
 
   // What peers should send to: this host's IPv4 address on the interface between hosts
-  // (`interface` if given, else Open MPI's btl_tcp_if_include, else the host name's address,
-  // else the first non-loopback interface with one) and the socket's port.
+  // (`interface` if given: Config::heartbeat_interface(), KOLO_NETWORK_INTERFACE or Open MPI's
+  // btl_tcp_if_include; else the host name's address, else the first non-loopback interface
+  // with one) and the socket's port.
   Endpoint local_endpoint(const std::string& interface) const;
 
   // Every rank's endpoint (index = rank), this job's token and this rank.

@@ -124,8 +124,7 @@ std::string interface_report(const Config& c) {
     return name + "(" + (a.empty() ? "no IPv4 address" : a) + ")";
   };
   if (!c.network_interface.empty()) return with_address(c.network_interface) + ",from=KOLO_NETWORK_INTERFACE";
-  if (const char* v = std::getenv("OMPI_MCA_btl_tcp_if_include"))
-    return std::string(v) + ",from=OMPI_MCA_btl_tcp_if_include";
+  if (!c.mpi_tcp_interfaces.empty()) return c.mpi_tcp_interfaces + ",from=OMPI_MCA_btl_tcp_if_include";
   std::string all;
   for (const auto& n : interface_names()) {
     if (n == "lo" || interface_addresses(n).empty()) continue;

@@ -100,7 +100,21 @@ const char* status_code_name(Status::Code c) {
 
 std::string Status::to_string() const {
   if (is_ok()) return "ok";
-  return std::string(status_code_name(code_)) + ": " + message_;
+  return std::string(status_code_name(code_)) + ": " + message();
+}
+
+const std::string& Status::empty() {
+  static const std::string none;
+  return none;
+}
+
+Status Status::at(const char* file, int line) && {
+  if (!rep_) rep_ = std::make_unique<Rep>();  // an error made without a message
+  const char* name = std::strrchr(file, '/');
+  name = name ? name + 1 : file;
+  if (!rep_->where.empty()) rep_->where += " < ";
+  rep_->where += std::string(name) + ":" + std::to_string(line);
+  return std::move(*this);
 }
 
 // --- 16-bit floats ------------------------------------------------------------------------

@@ -32,7 +32,8 @@ void gloo_allreduce(const std::shared_ptr<gloo::Context>& context, void* buf, si
 
 GlooExecutor::GlooExecutor(std::shared_ptr<gloo::Context> context, size_t chunk_bytes,
                            std::chrono::milliseconds timeout, Liveness* liveness)
-    : context_(std::move(context)), timeout_(timeout), liveness_(liveness), chunk_bytes_(chunk_bytes) {
+    : context_(std::move(context)), timeout_(timeout), liveness_(liveness),
+      chunk_bytes_(std::max(chunk_bytes, kMinPieceBytes)) {
   rank_ = context_->rank;
   size_ = context_->size;
 }

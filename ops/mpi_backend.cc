@@ -72,8 +72,7 @@ class MpiBackend final : public Backend {
     MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(meet_, MPI_ERRORS_RETURN);
-    const char* die = std::getenv("KOLO_TEST_DIE_IN_SET_SETUP");
-    test_die_in_set_setup_ = die == nullptr ? 0 : std::string(die) == "1" ? 1 : std::string(die) == "2" ? 2 : 0;
+    test_die_in_set_setup_ = config.test_die_in_set_setup;
     MPI_Comm_rank(MPI_COMM_WORLD, &topo_.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &topo_.size);
     // Now, not after init: the executors' set-up logs (why no shm, no arena) must show.
@@ -163,7 +162,7 @@ class MpiBackend final : public Backend {
     MPI_Bcast(&mine.host, 1, MPI_INT, 0, local_);
     std::snprintf(mine.name, sizeof(mine.name), "%s", host_name().c_str());
     std::unique_ptr<HeartbeatSocket> udp = HeartbeatSocket::open();
-    if (udp) mine.udp = udp->local_endpoint(config.network_interface);
+    if (udp) mine.udp = udp->local_endpoint(config.heartbeat_interface());
     mine.token = random_token();
     std::vector<Id> all(static_cast<size_t>(topo_.size));
     KOLO_RETURN_IF_ERROR(ops::mpi_status(

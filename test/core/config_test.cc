@@ -211,6 +211,29 @@ TEST_CASE("KOLO_CROSS_HOST_HALF_WIRE: float32 (default) or 16bit", "[config]") {
   CHECK(s.message() == "KOLO_CROSS_HOST_HALF_WIRE=\"fp16\" is not valid: expected 16bit or float32");
 }
 
+TEST_CASE("KOLO_TEST_DIE_IN_SET_SETUP: 0, 1 or 2, read through Config", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.test_die_in_set_setup == 0);
+  REQUIRE(parse({{"KOLO_TEST_DIE_IN_SET_SETUP", "2"}}, &c).is_ok());
+  CHECK(c.test_die_in_set_setup == 2);
+  const Status s = parse({{"KOLO_TEST_DIE_IN_SET_SETUP", "3"}}, &c);
+  CHECK_FALSE(s.is_ok());
+  CHECK(s.message().find("KOLO_TEST_DIE_IN_SET_SETUP") != std::string::npos);
+}
+
+TEST_CASE("the heartbeats' interface: KOLO_NETWORK_INTERFACE, else Open MPI's first", "[config]") {
+  Config c;
+  REQUIRE(parse({}, &c).is_ok());
+  CHECK(c.heartbeat_interface().empty());
+  REQUIRE(parse({{"OMPI_MCA_btl_tcp_if_include", "eth1,eth2"}}, &c).is_ok());
+  CHECK(c.mpi_tcp_interfaces == "eth1,eth2");
+  CHECK(c.heartbeat_interface() == "eth1");
+  Config d;
+  REQUIRE(parse({{"OMPI_MCA_btl_tcp_if_include", "eth1,eth2"}, {"KOLO_NETWORK_INTERFACE", "ib0"}}, &d).is_ok());
+  CHECK(d.heartbeat_interface() == "ib0");
+}
+
 TEST_CASE("KOLO_JOIN_RULES: kolo (default) or horovod", "[config]") {
   Config c;
   REQUIRE(parse({}, &c).is_ok());

@@ -93,8 +93,11 @@ TEST_CASE("a sleeping waiter: wait_for times out, then wakes on completion", "[h
       else if (!s->wait_for(std::chrono::minutes(10))) return;  // a hang catcher, not a timing
       woken.fetch_add(1);
     });
-  // Completes while some waiters may already sleep on the futex word and others not yet.
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Completes once a waiter sleeps on the futex word (or is about to), while the others may
+  // not have come that far yet.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (s->sleep_word.load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  REQUIRE(s->sleep_word.load() != 0);
   s->nudge();  // wakes sleepers without completing: they sleep again
   CHECK_FALSE(s->finished.load());
   s->complete(Status::aborted("stopped"));

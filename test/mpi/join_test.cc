@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "mpi_signal.h"
 #include "mpi_test_util.h"
 
 using namespace kolo;
@@ -144,18 +145,15 @@ TEST_CASE("join: a broadcast whose root has joined fails on every rank; the runt
 
 TEST_CASE("join: collectives submitted while this rank is in join() are refused", "[join]") {
   if (rank() == 0) {
-    std::string msg;
-    std::thread other([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::vector<float> x(4, 1.0f);
-      msg = wait_error(allreduce_async(TensorView::of(x), "join.during"));
-    });
-    const int last = join();
-    other.join();
+    Handle joined = join_async();  // this rank is in join() from here until every rank joined
+    std::vector<float> x(4, 1.0f);
+    const std::string msg = wait_error(allreduce_async(TensorView::of(x), "join.during"));
+    if (size() > 1) signal_rank(1);  // rank 1 ends the join only after this refusal
+    const int last = joined.last_joined_rank();
     CHECK(last == (size() > 1 ? 1 : 0));
     CHECK_THAT(msg, Catch::Contains("join.during") && Catch::Contains("kolo::join()"));
   } else if (rank() == 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    await_signal(0);
     // Completes once ranks 0, 2, 3... have joined: rank 1 is the last to join.
     double v = 1.5;
     allreduce(TensorView::of(&v, {1}), "join.wait2", AllreduceOptions{ReduceOp::kAverage});

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "mpi_signal.h"
 #include "mpi_test_util.h"
 
 using namespace kolo;
@@ -254,11 +255,15 @@ TEST_CASE("process sets: one name on several sets that do not wait in a cycle co
     const std::string name = "ps.chain." + std::to_string(round);
     std::vector<float> a(4, 1.0f), b(4, 1.0f);
     if (rank() == 0) {
-      allreduce(TensorView::of(a), name, opts(p01));
+      Handle ha = allreduce_async(TensorView::of(a), name, opts(p01));
+      if (round == 0) signal_rank(2);  // submitted on {0,1}
+      wait_ok(ha);
       CHECK(a == std::vector<float>(4, 2.0f));
     } else if (rank() == 1) {
       if (round == 0) {
-        allreduce(TensorView::of(b), name, opts(p12));
+        Handle hb = allreduce_async(TensorView::of(b), name, opts(p12));
+        signal_rank(2);  // waiting on {1,2}
+        wait_ok(hb);
         allreduce(TensorView::of(a), name, opts(p01));
       } else {
         allreduce(TensorView::of(a), name, opts(p01));
@@ -267,7 +272,10 @@ TEST_CASE("process sets: one name on several sets that do not wait in a cycle co
       CHECK(a == std::vector<float>(4, 2.0f));
       CHECK(b == std::vector<float>(4, 2.0f));
     } else if (rank() == 2) {
-      if (round == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 waits on {1,2} first
+      if (round == 0) {  // rank 2 comes to {1,2} last
+        await_signal(0);
+        await_signal(1);
+      }
       allreduce(TensorView::of(b), name, opts(p12));
       CHECK(b == std::vector<float>(4, 2.0f));
     }
