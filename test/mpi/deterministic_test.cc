@@ -189,7 +189,7 @@ TEST_CASE("float sums, averages and products: the rank-order fold, bit for bit, 
     for (size_t i = 0; i < n; ++i) {
       if (bits_at(together, c.dtype, i) != reference_bits(c, seed, i) && wrong++ == 0) first = i;
     }
-    if (!check) {  // what another order does to the bits (docs/correctness.md, finding 24)
+    if (!check) {  // what another order does to the bits (docs/correctness.md, finding 26)
       if (rank() == 0) std::printf("%s: %zu of %zu elements differ from the rank-order fold\n", tag.c_str(), wrong, n);
       continue;
     }

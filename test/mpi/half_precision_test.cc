@@ -15,7 +15,7 @@
 //
 // Between hosts the partials travel in float32 by default and the result is rounded once
 // (with 16-bit values on the wire it was rounded per host and then again: 1 ulp off the
-// reference in some elements at np 4 on 2 x 2; docs/correctness.md, finding 23). Asked for
+// reference in some elements at np 4 on 2 x 2; docs/correctness.md, finding 25). Asked for
 // (KOLO_CROSS_HOST_HALF_WIRE=16bit), the sliced path sends 16-bit values: every host's
 // partial is rounded to 16 bits once and the partials are added in host order.
 // Those runs (pretend hosts) take inputs whose partials are exact in 16 bits for the
