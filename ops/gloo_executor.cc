@@ -261,7 +261,7 @@ Status GlooExecutor::reducescatter(const Response& r, std::vector<TensorEntry>& 
     Status s = reduce_in_place(fusion_.data(), total, r.dtype, r.reduce_op);
     phase(entries, "");
     KOLO_RETURN_IF_ERROR(s);
-    std::memcpy(out, fusion_.data() + first * esize, mine * esize);
+    if (mine > 0) std::memcpy(out, fusion_.data() + first * esize, mine * esize);  // out may be null with no rows
     apply_postscale(out, mine, r.dtype, r.reduce_op, size_, r.postscale);
   }
   return Status::ok();
